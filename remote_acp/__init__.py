@@ -1,0 +1,111 @@
+"""remote-acp: drive coding agents that speak the Agent Client Protocol, locally or over SSH.
+
+The public names below are imported lazily, so ``import remote_acp`` (and the CLI's
+``--version``) stays cheap; the session machinery and pydantic load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
+    from .events import (
+        Event,
+        Malformed,
+        Notification,
+        OtherMessage,
+        SessionStarted,
+        TokenUsage,
+        ToolResult,
+        TurnCancelled,
+        TurnCompleted,
+        TurnEnded,
+        TurnFailed,
+        TurnInputRequired,
+        TurnTimedOut,
+    )
+    from .launch import LaunchSpec, LaunchTarget, LocalTarget
+    from .options import SessionOptions
+    from .session import Session, SessionInfo, TurnStream, open_session
+    from .turn import TurnResult
+
+__all__ = (
+    "RETRYABLE",
+    "ErrorKind",
+    "Event",
+    "LaunchSpec",
+    "LaunchTarget",
+    "LocalTarget",
+    "Malformed",
+    "Notification",
+    "OtherMessage",
+    "RemoteAcpError",
+    "Session",
+    "SessionInfo",
+    "SessionOptions",
+    "SessionStarted",
+    "TokenUsage",
+    "ToolResult",
+    "TurnCancelled",
+    "TurnCompleted",
+    "TurnEnded",
+    "TurnFailed",
+    "TurnInputRequired",
+    "TurnResult",
+    "TurnStream",
+    "TurnTimedOut",
+    "__version__",
+    "open_session",
+    "retry_backoff_ms",
+)
+
+_HOME = {
+    "RETRYABLE": "errors",
+    "ErrorKind": "errors",
+    "RemoteAcpError": "errors",
+    "retry_backoff_ms": "errors",
+    "LaunchSpec": "launch",
+    "LaunchTarget": "launch",
+    "LocalTarget": "launch",
+    "SessionOptions": "options",
+    "Session": "session",
+    "SessionInfo": "session",
+    "TurnStream": "session",
+    "open_session": "session",
+    "TurnResult": "turn",
+    **dict.fromkeys(
+        (
+            "Event",
+            "Malformed",
+            "Notification",
+            "OtherMessage",
+            "SessionStarted",
+            "TokenUsage",
+            "ToolResult",
+            "TurnCancelled",
+            "TurnCompleted",
+            "TurnEnded",
+            "TurnFailed",
+            "TurnInputRequired",
+            "TurnTimedOut",
+        ),
+        "events",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'remote_acp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,240 @@
+"""The byte-level connection to one agent process: the only module that moves protocol bytes.
+
+Theory of operation: a reader task pulls stdout in large reads, frames lines, classifies each
+with the JSON-RPC peer and dispatches it synchronously to a :class:`ConnectionHandler` (the
+session), then calls ``batch_done`` once per read so waiters wake once per batch, not once per
+chunk. A writer task owns stdin: everything we send is queued and written in order, so the
+reader never blocks on a write and an agent that stops reading cannot wedge it. Callers that
+must know a write happened wait on its :class:`WriteTicket`, always under a bound.
+
+After the agent exits, a descendant may still hold stdout open. The release task gives it
+``output_drain_ms``; then it closes stdout itself, which ends the reader, and the loss is
+reported with its own message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Protocol
+
+import anyio
+
+from .framing import OVERSIZED, LineFramer
+from .jsonrpc import JsonObject, JsonRpcPeer, Malformed, Notification, Request, RequestId, Response, StrayResponse
+from .process import AgentProcess, PipeClosed
+
+__all__ = ["AgentConnection", "ConnectionHandler", "PendingCall", "WriteTicket"]
+
+log = logging.getLogger("remote_acp.connection")
+
+OUTPUT_ABANDONED = "the agent runtime exited before the session finished collecting its output"
+STREAM_ENDED = "the agent's connection ended before a response arrived"
+
+
+class ConnectionHandler(Protocol):
+    """What the connection calls, from its reader task, for each incoming message."""
+
+    def on_update(self, params: Any) -> None: ...
+    def on_notification(self, method: str, params: Any) -> None: ...
+    def on_request(self, request: Request) -> None: ...
+    def on_malformed(self, malformed: Malformed) -> None: ...
+    def on_oversized(self) -> None: ...
+    def on_write_failed(self) -> None: ...
+    def batch_done(self) -> None: ...
+    def on_lost(self) -> None: ...
+
+
+class WriteTicket:
+    """Completion of one queued write: ``done`` is set when it was written or failed."""
+
+    __slots__ = ("data", "done", "failed")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.done = anyio.Event()
+        self.failed = False
+
+
+class PendingCall:
+    """One request of ours awaiting its answer; ``done`` is set on answer or connection loss."""
+
+    __slots__ = ("done", "id", "method", "response", "ticket")
+
+    def __init__(self, request_id: int, method: str, ticket: WriteTicket) -> None:
+        self.id = request_id
+        self.method = method
+        self.ticket = ticket
+        self.response: Response | None = None
+        self.done = anyio.Event()
+
+
+class AgentConnection:
+    def __init__(
+        self,
+        process: AgentProcess,
+        handler: ConnectionHandler,
+        *,
+        max_line_bytes: int,
+        output_drain_ms: int,
+        stdin_prefix: bytes = b"",
+    ) -> None:
+        self.process = process
+        self.peer = JsonRpcPeer()
+        self._handler = handler
+        self._framer = LineFramer(max_line_bytes)
+        self._drain_s = output_drain_ms / 1000
+        self._queue: deque[WriteTicket] = deque()
+        self._queue_ready = anyio.Event()
+        self._pending: dict[RequestId, PendingCall] = {}
+        self.lost = anyio.Event()
+        self.output_abandoned = False
+        self.write_failed = False
+        self.bytes_received = 0
+        self._closing = False
+        if stdin_prefix:
+            self._queue.append(WriteTicket(stdin_prefix))
+
+    def start(self, tg: anyio.abc.TaskGroup) -> None:
+        tg.start_soon(self._read_loop, name="remote-acp reader")
+        tg.start_soon(self._write_loop, name="remote-acp writer")
+        tg.start_soon(self.process.drain_stderr, name="remote-acp stderr")
+        tg.start_soon(self.process.watch_exit, name="remote-acp exit watch")
+        tg.start_soon(self._release_output, name="remote-acp output release")
+
+    @property
+    def loss_message(self) -> str:
+        return OUTPUT_ABANDONED if self.output_abandoned else STREAM_ENDED
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> WriteTicket:
+        """Queue ``data`` for stdin; never blocks."""
+        ticket = WriteTicket(data)
+        if self.write_failed or self._closing:
+            ticket.failed = True
+            ticket.done.set()
+            return ticket
+        self._queue.append(ticket)
+        self._queue_ready.set()
+        return ticket
+
+    def call(self, method: str, params: JsonObject | None = None) -> PendingCall:
+        """Send a request; the answer arrives on the returned :class:`PendingCall`."""
+        request_id, line = self.peer.request(method, params)
+        call = PendingCall(request_id, method, self.send(line))
+        if self.lost.is_set():
+            call.done.set()
+        else:
+            self._pending[request_id] = call
+        return call
+
+    def abandon(self, call: PendingCall) -> None:
+        """Stop waiting for ``call``; a late answer is then logged as stray and ignored."""
+        self._pending.pop(call.id, None)
+        self.peer.forget(call.id)
+
+    def notify(self, method: str, params: JsonObject | None = None) -> WriteTicket:
+        return self.send(self.peer.notify(method, params))
+
+    def answer(self, request_id: RequestId, result: Any) -> WriteTicket:
+        return self.send(self.peer.respond(request_id, result))
+
+    def answer_error(self, request_id: RequestId, code: int, message: str) -> WriteTicket:
+        return self.send(self.peer.respond_error(request_id, code, message))
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far was written (or failed). Callers bound it."""
+        if self._queue:
+            await self._queue[-1].done.wait()
+
+    async def _write_loop(self) -> None:
+        while True:
+            if not self._queue:
+                self._queue_ready = anyio.Event()
+                await self._queue_ready.wait()
+                continue
+            ticket = self._queue[0]
+            if not self.write_failed:
+                try:
+                    await self.process.write_stdin(ticket.data)
+                except PipeClosed as exc:
+                    self.write_failed = True
+                    if not self._closing:
+                        log.warning("a write to the agent failed", extra={"reason": str(exc)})
+                        self._handler.on_write_failed()
+                        self._handler.batch_done()
+            ticket.failed = self.write_failed
+            self._queue.popleft()
+            ticket.done.set()
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        process, framer, peer, handler = self.process, self._framer, self.peer, self._handler
+        pending = self._pending
+        while True:
+            data = await process.read_stdout()
+            if not data:
+                break
+            self.bytes_received += len(data)
+            for frame in framer.feed(data):
+                if frame is OVERSIZED:
+                    log.warning(
+                        "a line from the agent exceeded the connection's line bound",
+                        extra={"max_line_bytes": framer.max_line_bytes},
+                    )
+                    handler.on_oversized()
+                    continue
+                message = peer.receive(frame)
+                if isinstance(message, Notification):
+                    if message.method == "session/update":
+                        handler.on_update(message.params)
+                    else:
+                        handler.on_notification(message.method, message.params)
+                elif isinstance(message, Response):
+                    call = pending.pop(message.id, None)
+                    if call is not None:
+                        call.response = message
+                        call.done.set()
+                elif isinstance(message, Request):
+                    handler.on_request(message)
+                elif isinstance(message, StrayResponse):
+                    log.debug("response to no pending request", extra={"response_id": repr(message.id)})
+                else:
+                    handler.on_malformed(message)
+            handler.batch_done()
+        for frame in framer.end():
+            if frame is not OVERSIZED:
+                log.debug("unterminated last line from the agent", extra={"bytes": len(frame)})
+        self.process.stdout_eof.set()
+        self._mark_lost()
+
+    def _mark_lost(self) -> None:
+        if self.lost.is_set():
+            return
+        self.lost.set()
+        for call in self._pending.values():
+            call.done.set()
+        self._pending.clear()
+        if not self._closing:
+            self._handler.on_lost()
+            self._handler.batch_done()
+
+    async def _release_output(self) -> None:
+        await self.process.exited.wait()
+        with anyio.move_on_after(self._drain_s):
+            await self.process.stdout_eof.wait()
+            return
+        if self._closing or self.lost.is_set():
+            return
+        log.warning(
+            "agent stdout was not fully collected before the session ended",
+            extra={"drain_bound": f"{self._drain_s:g}s", "pid": self.process.pid},
+        )
+        self.output_abandoned = True
+        self.process.close_stdout()
+
+    def begin_close(self) -> None:
+        """Teardown started: losses and write failures are expected from here on."""
+        self._closing = True

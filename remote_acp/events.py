@@ -1,0 +1,172 @@
+"""The normalized event vocabulary callers see, whatever runtime produced it.
+
+Events are frozen, slotted dataclasses: they are built on the hot path (one per streamed
+chunk), where a validating model would cost more than parsing the line did. Each has a stable
+JSON form (:meth:`Event.to_json`), used by ``remote-acp run --json``::
+
+    {"type": "notification", "timestamp": "2026-11-30T05:00:00.000000Z", "pid": 4242,
+     "session_id": "sess-1", "message": "", "delta": "Hello", "replayed": false}
+
+Field names and ``type`` values are part of the public interface; fields are only ever added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+__all__ = [
+    "Event",
+    "Malformed",
+    "Notification",
+    "OtherMessage",
+    "SessionStarted",
+    "TERMINAL_EVENTS",
+    "TokenUsage",
+    "ToolResult",
+    "TurnCancelled",
+    "TurnCompleted",
+    "TurnEnded",
+    "TurnFailed",
+    "TurnInputRequired",
+    "TurnTimedOut",
+    "utc_now",
+]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Fields every event carries."""
+
+    type: ClassVar[str] = "event"
+
+    timestamp: datetime
+    """When the event happened, in UTC (for a completed message: when its last chunk arrived)."""
+    pid: int | None
+    """The agent process id (the local ``ssh`` relay's on a remote launch)."""
+    session_id: str | None
+    """The ACP session id, once known."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form: ``type`` first, timestamps as ISO 8601 with a ``Z`` suffix."""
+        out: dict[str, Any] = {"type": self.type}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, datetime):
+                value = value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionStarted(Event):
+    """A turn began on the session (emitted first in every turn)."""
+
+    type: ClassVar[str] = "session_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notification(Event):
+    """Agent text or a notice from the adapter.
+
+    For a streamed chunk ``message`` is empty (it resets the stall timer without replacing the
+    last message shown) and ``delta`` holds the chunk's own text; a completed message carries its
+    whole (capped) text in ``message`` and no delta.
+    """
+
+    type: ClassVar[str] = "notification"
+    message: str
+    delta: str | None = None
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OtherMessage(Event):
+    """Agent output that is not reply text: ``reasoning block`` or ``plan update``."""
+
+    type: ClassVar[str] = "other_message"
+    message: str
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult(Event):
+    """A tool call reached a terminal status."""
+
+    type: ClassVar[str] = "tool_result"
+    tool_name: str
+    """The tool's normalized kind (read, edit, delete, move, search, execute, think, fetch,
+    switch_mode or other)."""
+    tool_call_id: str
+    duration_ms: int
+    error: bool
+    message: str
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenUsage(Event):
+    """Token figures from a measurement source (never from ``usage_update``)."""
+
+    type: ClassVar[str] = "token_usage"
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Malformed(Event):
+    """Something the agent sent that this client could not use; the connection goes on."""
+
+    type: ClassVar[str] = "malformed"
+    message: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnded(Event):
+    """Base of the terminal events: exactly one ends every turn."""
+
+    type: ClassVar[str] = "turn_ended"
+    message: str
+    error_kind: str | None = None
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCompleted(TurnEnded):
+    type: ClassVar[str] = "turn_completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnFailed(TurnEnded):
+    type: ClassVar[str] = "turn_failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCancelled(TurnEnded):
+    type: ClassVar[str] = "turn_cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnTimedOut(TurnEnded):
+    type: ClassVar[str] = "turn_timed_out"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnInputRequired(TurnEnded):
+    type: ClassVar[str] = "turn_input_required"
+
+
+TERMINAL_EVENTS: tuple[type[TurnEnded], ...] = (
+    TurnCompleted,
+    TurnFailed,
+    TurnCancelled,
+    TurnTimedOut,
+    TurnInputRequired,
+)

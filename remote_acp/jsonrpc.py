@@ -1,0 +1,201 @@
+"""A JSON-RPC 2.0 peer without I/O.
+
+Theory of operation: :meth:`JsonRpcPeer.receive` classifies one framed line into a
+:class:`Request`, :class:`Notification`, :class:`Response` or :class:`Malformed`, parsing it
+exactly once. The caller dispatches on the result's type; nothing here validates method
+parameters, so the hot path (``session/update``) costs one ``json.loads`` and a few lookups.
+
+Requests flow both ways. Our ids are integers we allocate; the agent's ids are echoed back
+verbatim, whatever their type (agents start at ``0``, some use strings). Requests in each
+direction are tracked separately, so an agent id ``1`` never collides with ours. A response
+that answers nothing we asked is returned as :class:`StrayResponse` for the caller to log.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "METHOD_NOT_FOUND",
+    "JsonRpcPeer",
+    "Malformed",
+    "Notification",
+    "Request",
+    "RequestId",
+    "Response",
+    "RpcErrorBody",
+    "StrayResponse",
+    "encode",
+]
+
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+RequestId = int | str
+JsonObject = dict[str, Any]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_loads = json.loads
+
+
+def encode(message: JsonObject) -> bytes:
+    """Encode one message as a compact JSON line (JSON escapes keep it free of newlines)."""
+    return (_dumps(message) + "\n").encode()
+
+
+@dataclass(slots=True, frozen=True)
+class RpcErrorBody:
+    code: int
+    message: str
+    data: Any = None
+
+
+@dataclass(slots=True)
+class Request:
+    """A request from the agent; ``id`` must be echoed verbatim in the answer."""
+
+    id: RequestId
+    method: str
+    params: Any
+
+
+@dataclass(slots=True)
+class Notification:
+    method: str
+    params: Any
+
+
+@dataclass(slots=True)
+class Response:
+    """The answer to one of our requests; exactly one of ``result`` and ``error`` is meaningful."""
+
+    id: RequestId
+    method: str
+    result: Any = None
+    error: RpcErrorBody | None = None
+
+
+@dataclass(slots=True)
+class StrayResponse:
+    """A response to no pending request of ours (logged and ignored by the caller)."""
+
+    id: Any
+
+
+@dataclass(slots=True)
+class Malformed:
+    """A line that is not a JSON-RPC 2.0 message; ``excerpt`` is a bounded prefix of it."""
+
+    reason: str
+    excerpt: str = field(default="")
+
+
+Incoming = Request | Notification | Response | StrayResponse | Malformed
+
+_EXCERPT = 200
+
+
+def _excerpt(line: bytes) -> str:
+    return line[:_EXCERPT].decode("utf-8", "replace")
+
+
+def _valid_id(value: Any) -> bool:
+    # bool is an int subclass; JSON true/false are not valid ids.
+    return (type(value) is int) or isinstance(value, str)
+
+
+class JsonRpcPeer:
+    """Bookkeeping for one JSON-RPC connection: id allocation and pending requests both ways."""
+
+    __slots__ = ("_incoming", "_next_id", "_outgoing")
+
+    def __init__(self) -> None:
+        self._next_id = 1
+        self._outgoing: dict[RequestId, str] = {}
+        self._incoming: dict[RequestId, str] = {}
+
+    # -- what we send -------------------------------------------------------------------------
+
+    def request(self, method: str, params: JsonObject | None = None) -> tuple[int, bytes]:
+        """Allocate an id for a request of ours; return it with the encoded line."""
+        request_id = self._next_id
+        self._next_id += 1
+        self._outgoing[request_id] = method
+        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return request_id, encode(message)
+
+    def forget(self, request_id: RequestId) -> None:
+        """Stop waiting for an answer (the request timed out or was abandoned)."""
+        self._outgoing.pop(request_id, None)
+
+    def notify(self, method: str, params: JsonObject | None = None) -> bytes:
+        message: JsonObject = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        return encode(message)
+
+    def respond(self, request_id: RequestId, result: Any) -> bytes:
+        self._incoming.pop(request_id, None)
+        return encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def respond_error(self, request_id: RequestId, code: int, message: str) -> bytes:
+        self._incoming.pop(request_id, None)
+        return encode({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+    @property
+    def pending_outgoing(self) -> dict[RequestId, str]:
+        """Our requests still awaiting an answer, by id (a read-only view by convention)."""
+        return self._outgoing
+
+    @property
+    def open_incoming(self) -> dict[RequestId, str]:
+        """Agent requests we have not answered yet, by id."""
+        return self._incoming
+
+    # -- what we receive ----------------------------------------------------------------------
+
+    def receive(self, line: bytes) -> Incoming:
+        """Classify one line. Never raises for bad input: it becomes :class:`Malformed`."""
+        try:
+            message = _loads(line)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+            return Malformed("the line is not valid JSON", _excerpt(line))
+        if type(message) is not dict:
+            return Malformed("the line is not a JSON-RPC object", _excerpt(line))
+        method = message.get("method")
+        if method is not None:
+            if type(method) is not str:
+                return Malformed("the method is not a string", _excerpt(line))
+            params = message.get("params")
+            if "id" not in message:
+                return Notification(method, params)
+            request_id = message["id"]
+            if not _valid_id(request_id):
+                return Malformed("the request id is neither a number nor a string", _excerpt(line))
+            self._incoming[request_id] = method
+            return Request(request_id, method, params)
+        if "id" in message and ("result" in message or "error" in message):
+            return self._response(message, line)
+        return Malformed("the object is neither a request, a notification nor a response", _excerpt(line))
+
+    def _response(self, message: JsonObject, line: bytes) -> Response | StrayResponse | Malformed:
+        request_id = message["id"]
+        if not _valid_id(request_id) or request_id not in self._outgoing:
+            return StrayResponse(request_id)
+        method = self._outgoing.pop(request_id)
+        error = message.get("error")
+        if error is None:
+            return Response(request_id, method, result=message.get("result"))
+        if type(error) is not dict or type(error.get("code")) is not int:
+            body = RpcErrorBody(0, "the agent sent an error without a numeric code", error)
+        else:
+            text = error.get("message")
+            body = RpcErrorBody(error["code"], text if isinstance(text, str) else "", error.get("data"))
+        return Response(request_id, method, error=body)

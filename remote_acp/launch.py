@@ -1,0 +1,160 @@
+"""Launch targets: where and how the agent runtime is started.
+
+A target turns (agent command, workspace) into a :class:`LaunchSpec`: the argv, environment
+and working directory of one local process. Everything above this layer (process, connection,
+session) works on the spec and never asks which target made it. Target-specific rules that
+matter later in a session's life (how an exit status reads on a remote launch) live on the
+target too, in :meth:`LaunchTarget.exit_error`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from .errors import ErrorKind, RemoteAcpError
+from .stderr_tail import secret_values
+
+if TYPE_CHECKING:
+    from .process import ExitStatus
+
+__all__ = [
+    "LaunchSpec",
+    "LaunchTarget",
+    "LocalTarget",
+    "check_local_workspace",
+    "command_argv",
+    "resolve_program",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """What to run locally: argv, environment and cwd, plus the target's facts about it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    target: str
+    """A short label for logs: ``local`` or the host."""
+    remote: bool = False
+    stdin_prefix: bytes = field(default=b"", repr=False)
+    """Bytes written to the agent's stdin before the first protocol byte."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Values masked wherever the agent's output is shown."""
+
+
+class LaunchTarget(Protocol):
+    """The one interface a session needs from a place to run an agent."""
+
+    @property
+    def label(self) -> str:
+        """A short name for logs and results (``local``, or a host)."""
+        ...
+
+    @property
+    def remote(self) -> bool:
+        """Whether the runtime runs on another machine (no tool servers, no measurement)."""
+        ...
+
+    def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+        """Validate the workspace and command and build the spec.
+
+        :raises RemoteAcpError: ``invalid_workspace_cwd`` or ``agent_not_found``.
+        """
+        ...
+
+    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
+        """A target-specific reading of the launched process's exit, or ``None`` for the generic one."""
+        ...
+
+
+def command_argv(command: str | Sequence[str]) -> list[str]:
+    """The agent command as words: a list as is, a string split with POSIX shell rules.
+
+    :raises RemoteAcpError: ``agent_not_found`` when the command is empty or cannot be split.
+    """
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise RemoteAcpError(
+                ErrorKind.AGENT_NOT_FOUND, f"the agent command cannot be split into words: {exc}"
+            ) from None
+    else:
+        argv = list(command)
+    if not argv or not argv[0].strip():
+        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only")
+    return argv
+
+
+def resolve_program(program: str, path: str | None) -> str:
+    """The executable ``program`` names: a path as is, a bare name looked up on ``path``.
+
+    :raises RemoteAcpError: ``agent_not_found``.
+    """
+    found = shutil.which(program, path=path)
+    if found is None:
+        where = "" if os.sep in program else " on PATH"
+        raise RemoteAcpError(
+            ErrorKind.AGENT_NOT_FOUND, f"agent program {program!r} was not found{where} or is not executable"
+        )
+    return found
+
+
+def check_local_workspace(workspace: str) -> str:
+    """The workspace, if it is a non-empty absolute path to an existing directory.
+
+    :raises RemoteAcpError: ``invalid_workspace_cwd``.
+    """
+    if not workspace or not workspace.strip():
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path is empty")
+    if not os.path.isabs(workspace):
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute")
+    if not os.path.exists(workspace):
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} does not exist")
+    if not os.path.isdir(workspace):
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} is not a directory")
+    return workspace
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTarget:
+    """Run the agent as a local subprocess in the workspace.
+
+    By default the child inherits the full environment of this process; ``env_allow`` narrows
+    it to the named variables (plus ``PATH`` and ``HOME``), and ``extra_env`` adds or overrides.
+    """
+
+    env_allow: tuple[str, ...] | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return "local"
+
+    @property
+    def remote(self) -> bool:
+        return False
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.env_allow is not None:
+            keep = {*self.env_allow, "PATH", "HOME"}
+            env = {k: v for k, v in env.items() if k in keep}
+        env.update(self.extra_env)
+        return env
+
+    def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+        cwd = check_local_workspace(workspace)
+        argv = command_argv(command)
+        env = self.environment()
+        argv[0] = resolve_program(argv[0], env.get("PATH", os.defpath))
+        return LaunchSpec(argv=argv, env=env, cwd=cwd, target=self.label, secrets=secret_values(env))
+
+    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
+        return None

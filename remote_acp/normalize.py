@@ -1,0 +1,230 @@
+"""Turn ``session/update`` notifications into normalized events, without I/O.
+
+Theory of operation: the session feeds each notification's params to
+:meth:`Normalizer.on_update` together with an ``emit`` callable; the normalizer dispatches on the
+``sessionUpdate`` discriminator through a table and builds events directly from the parsed dict.
+No schema model is validated per chunk: that is what keeps a 100,000-chunk turn cheap.
+
+Reply text is accumulated per ``messageId`` (capped at :data:`MESSAGE_CAP` runes) and reported
+once as a whole message when it ends: a chunk of another message, a ``user_message_chunk``, any
+other event-producing update, a turn boundary or the end of the stream (:meth:`flush`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+from .events import Event, Malformed, Notification, OtherMessage, ToolResult, utc_now
+
+__all__ = ["MESSAGE_CAP", "TOOL_KINDS", "Normalizer", "cap_text", "normalize_tool_kind"]
+
+log = logging.getLogger("remote_acp.events")
+
+MESSAGE_CAP: Final = 500
+ELLIPSIS: Final = "…"
+TOOL_KINDS: Final = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
+)
+TERMINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
+SILENT_UPDATES: Final = frozenset(
+    {
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+
+Emit = Callable[[Event], None]
+
+
+def cap_text(text: str, cap: int = MESSAGE_CAP) -> str:
+    """Cut ``text`` to at most ``cap`` runes, ending a cut text with an ellipsis."""
+    return text if len(text) <= cap else text[: cap - 1] + ELLIPSIS
+
+
+def normalize_tool_kind(kind: Any) -> str:
+    return kind if kind in TOOL_KINDS else "other"
+
+
+class Normalizer:
+    """Per-session normalizer state: the open message, open tool calls, last message."""
+
+    def __init__(self, *, pid: int | None = None) -> None:
+        self.pid = pid
+        self.session_id: str | None = None
+        self.replaying = False
+        """Set while ``session/load`` replays history: events are marked ``replayed``."""
+        self.replay_chunks = 0
+        """Message chunks seen while replaying (evidence that a load really replayed)."""
+        self.last_message = ""
+        self._msg_open = False
+        self._msg_id: Any = None
+        self._msg_parts: list[str] = []
+        self._msg_len = 0
+        self._msg_at: datetime | None = None
+        self._msg_replayed = False
+        self._tools: dict[str, tuple[str, float]] = {}
+        self._unknown_logged = False
+        self._handlers: dict[str, Callable[[dict[str, Any], Emit], None]] = {
+            "agent_message_chunk": self._agent_message_chunk,
+            "user_message_chunk": self._user_message_chunk,
+            "agent_thought_chunk": self._thought_chunk,
+            "plan": self._plan,
+            "tool_call": self._tool_call,
+            "tool_call_update": self._tool_call_update,
+        }
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def on_update(self, params: Any, emit: Emit) -> None:
+        """Normalize one ``session/update`` notification's params."""
+        if type(params) is not dict:
+            self._malformed(emit, "received a session update without parameters")
+            return
+        if self.session_id is not None and params.get("sessionId") != self.session_id:
+            log.debug("dropping session/update for a foreign session", extra={"foreign": params.get("sessionId")})
+            return
+        update = params.get("update")
+        if type(update) is not dict:
+            self._malformed(emit, "received a session update without an update object")
+            return
+        kind = update.get("sessionUpdate")
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
+        if handler is not None:
+            handler(update, emit)
+        elif kind in SILENT_UPDATES:
+            log.debug("session update without an event", extra={"session_update": kind})
+        else:
+            if not self._unknown_logged:
+                self._unknown_logged = True
+                log.debug("unrecognized session update", extra={"session_update": update})
+            self._malformed(emit, "received a session update of an unrecognized kind", str(kind)[:100])
+
+    def flush(self, emit: Emit) -> None:
+        """Report the open message, if any (turn boundaries and end of stream)."""
+        if not self._msg_open:
+            return
+        text = "".join(self._msg_parts)
+        message = cap_text(text)
+        self.last_message = message
+        assert self._msg_at is not None
+        emit(
+            Notification(
+                timestamp=self._msg_at,
+                pid=self.pid,
+                session_id=self.session_id,
+                message=message,
+                replayed=self._msg_replayed,
+            )
+        )
+        self._msg_open = False
+        self._msg_parts = []
+        self._msg_len = 0
+
+    # -- variants -----------------------------------------------------------------------------
+
+    def _agent_message_chunk(self, update: dict[str, Any], emit: Emit) -> None:
+        content = update.get("content")
+        text = content.get("text") if type(content) is dict and content.get("type") == "text" else None
+        if type(text) is not str:
+            self._malformed(emit, "agent sent a message chunk this client does not render")
+            return
+        message_id = update.get("messageId")
+        if self._msg_open and (message_id != self._msg_id or self._msg_replayed != self.replaying):
+            self.flush(emit)
+        now = utc_now()
+        if not self._msg_open:
+            self._msg_open = True
+            self._msg_id = message_id
+            self._msg_replayed = self.replaying
+        if self._msg_len <= MESSAGE_CAP:
+            self._msg_parts.append(text)
+            self._msg_len += len(text)
+        self._msg_at = now
+        if self.replaying:
+            self.replay_chunks += 1
+        emit(
+            Notification(
+                timestamp=now,
+                pid=self.pid,
+                session_id=self.session_id,
+                message="",
+                delta=text,
+                replayed=self.replaying,
+            )
+        )
+
+    def _user_message_chunk(self, update: dict[str, Any], emit: Emit) -> None:
+        self.flush(emit)
+        if self.replaying:
+            self.replay_chunks += 1
+
+    def _thought_chunk(self, update: dict[str, Any], emit: Emit) -> None:
+        self._other(emit, "reasoning block")
+
+    def _plan(self, update: dict[str, Any], emit: Emit) -> None:
+        self._other(emit, "plan update")
+
+    def _tool_call(self, update: dict[str, Any], emit: Emit) -> None:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str):
+            self._malformed(emit, "received a tool call without a tool call id")
+            return
+        self._tools[call_id] = (normalize_tool_kind(update.get("kind")), time.monotonic())
+        if update.get("status") in TERMINAL_TOOL_STATUSES:
+            # Some runtimes announce a call that already finished; it still gets its result.
+            self._tool_call_update(update, emit)
+
+    def _tool_call_update(self, update: dict[str, Any], emit: Emit) -> None:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str) or call_id not in self._tools:
+            return  # an update with no matching begin produces no event
+        kind, started = self._tools[call_id]
+        if "kind" in update:
+            kind = normalize_tool_kind(update["kind"])
+            self._tools[call_id] = (kind, started)
+        status = update.get("status")
+        if status not in TERMINAL_TOOL_STATUSES:
+            return
+        del self._tools[call_id]
+        self.flush(emit)
+        title = update.get("title")
+        emit(
+            ToolResult(
+                timestamp=utc_now(),
+                pid=self.pid,
+                session_id=self.session_id,
+                tool_name=kind,
+                tool_call_id=call_id,
+                duration_ms=int((time.monotonic() - started) * 1000),
+                error=status == "failed",
+                message=cap_text(title) if isinstance(title, str) else "",
+                replayed=self.replaying,
+            )
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _other(self, emit: Emit, message: str) -> None:
+        self.flush(emit)
+        emit(
+            OtherMessage(
+                timestamp=utc_now(),
+                pid=self.pid,
+                session_id=self.session_id,
+                message=message,
+                replayed=self.replaying,
+            )
+        )
+
+    def _malformed(self, emit: Emit, message: str, detail: str = "") -> None:
+        self.flush(emit)
+        emit(
+            Malformed(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=message, detail=detail)
+        )

@@ -1,0 +1,99 @@
+"""Finding an agent's descendants, so none survives the session (Linux ``/proc``; elsewhere a no-op).
+
+A process group covers the agent and the children that stay in it. Two kinds escape it: a
+child that called ``setsid`` (or ``setpgid``) and a descendant that keeps our stdout pipe open
+after the agent exited. The first is found by walking parent links while the agent still lives;
+the second by asking which processes hold our pipes. Each found process is remembered with its
+start time, so a recycled pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["ProcessRef", "descendants", "pipe_holders", "signal_refs"]
+
+_PROC = "/proc"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRef:
+    pid: int
+    start_time: int
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, start time) of a live process, or None when it is gone or a zombie."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(_PROC) if name.isdigit()]
+    except OSError:
+        return []
+
+
+def descendants(root: int) -> list[ProcessRef]:
+    """Every live descendant of ``root`` (not ``root`` itself), found through parent links."""
+    children: dict[int, list[ProcessRef]] = {}
+    for pid in _pids():
+        stat = _stat(pid)
+        if stat is not None:
+            children.setdefault(stat[0], []).append(ProcessRef(pid, stat[1]))
+    found: list[ProcessRef] = []
+    frontier = [root]
+    while frontier:
+        for ref in children.get(frontier.pop(), ()):
+            found.append(ref)
+            frontier.append(ref.pid)
+    return found
+
+
+def pipe_holders(inodes: set[int]) -> list[ProcessRef]:
+    """Live processes other than ours holding a pipe with one of ``inodes`` open."""
+    if not inodes:
+        return []
+    wanted = {f"pipe:[{inode}]" for inode in inodes}
+    me = os.getpid()
+    found: list[ProcessRef] = []
+    for pid in _pids():
+        if pid == me:
+            continue
+        fd_dir = f"{_PROC}/{pid}/fd"
+        try:
+            names = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                target = os.readlink(f"{fd_dir}/{name}")
+            except OSError:
+                continue
+            if target in wanted:
+                stat = _stat(pid)
+                if stat is not None:
+                    found.append(ProcessRef(pid, stat[1]))
+                break
+    return found
+
+
+def signal_refs(refs: list[ProcessRef], sig: int) -> None:
+    """Signal each process that is still the one remembered (same pid and start time)."""
+    for ref in refs:
+        stat = _stat(ref.pid)
+        if stat is None or stat[1] != ref.start_time:
+            continue
+        try:
+            os.kill(ref.pid, sig)
+        except OSError:
+            pass

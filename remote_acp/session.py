@@ -1,0 +1,680 @@
+"""An ACP session on a launched agent: handshake, turns, unattended answers, teardown.
+
+Theory of operation: :func:`open_session` launches the agent on a target, performs
+``initialize`` and ``session/new`` and yields a :class:`Session`. The connection's reader task
+calls the ``on_*`` methods below for everything the agent sends; they only record and enqueue,
+never wait. A turn is driven by the caller's own task (:meth:`Session.turn`), which waits for
+the reader's batches and applies the turn's bounds, so the hot path has no extra task or queue
+hop per chunk. Teardown follows one fixed order, shielded from cancellation, whether or not the
+session finished starting.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from ._version import __version__
+from .connection import AgentConnection, PendingCall
+from .disposition import choose_refusal, disposition_for_stop_reason
+from .errors import ErrorKind, RemoteAcpError
+from .events import Event, Malformed, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
+from .jsonrpc import METHOD_NOT_FOUND, Malformed as MalformedLine, Request
+from .launch import LaunchTarget, LocalTarget
+from .logs import ContextLogger
+from .normalize import Normalizer
+from .options import SessionOptions
+from .process import AgentProcess
+from .turn import ActiveTurn, Ending, TurnResult
+from .wire import PROTOCOL_VERSION, InitializeResult, NewSessionResult, initialize_params, prompt_params
+
+__all__ = ["Session", "SessionInfo", "TurnStream", "open_session"]
+
+CREDENTIAL_REFUSED = -32000
+REFUSED_NOTICE = "refused a permission request because this run is unattended and no one can approve it"
+NO_REFUSAL_NOTICE = "the agent needs a permission this unattended run cannot grant"
+ELICITATION_NOTICE = (
+    "the agent asked for something only a person could give, and this unattended run has no one to "
+    "give it: an answer to a question"
+)
+CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What the handshake established."""
+
+    session_id: str
+    pid: int
+    target: str
+    workspace: str
+    agent_name: str
+    agent_version: str
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    obtained: str = "new"
+    """How the session was obtained: new, loaded, resumed, or fell back."""
+
+
+class Session:
+    """A live ACP session. Obtain one with :func:`open_session`."""
+
+    def __init__(self, target: LaunchTarget, workspace: str, options: SessionOptions) -> None:
+        self._target = target
+        self._workspace = workspace
+        self._options = options
+        self._read_s = options.read_timeout_ms / 1000
+        self.log = ContextLogger(logging.getLogger("remote_acp.session"), {"host": target.label, "component": "session"})
+        self._process: AgentProcess | None = None
+        self._conn: AgentConnection | None = None
+        self._normalizer = Normalizer()
+        self._queued: deque[Event] = deque()
+        self._sink: deque[Event] = self._queued
+        self._turn: ActiveTurn | None = None
+        self._latched: Ending | None = None
+        self._close_method: str | None = None
+        self._torn_down = False
+        self.info: SessionInfo | None = None
+
+    # -- public -------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.info.session_id if self.info else ""
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def last_message(self) -> str:
+        """The latest completed agent message (at most 500 runes)."""
+        return self._normalizer.last_message
+
+    def turn(self, text: str) -> TurnStream:
+        """A turn as an async context manager and iterator of events::
+
+            async with session.turn("fix the build") as turn:
+                async for event in turn:
+                    ...
+            print(turn.result)
+        """
+        return TurnStream(self, text)
+
+    async def run_turn(self, text: str, on_event: Callable[[Event], object] | None = None) -> TurnResult:
+        """Run one turn, passing each event to ``on_event``; return how it ended.
+
+        :raises RemoteAcpError: ``response_error`` when a turn is already in flight,
+            ``port_exit`` when the connection is gone, ``response_timeout`` when the agent
+            does not take the prompt within ``read_timeout_ms``.
+        """
+        async with self.turn(text) as turn:
+            async for event in turn:
+                if on_event is not None:
+                    on_event(event)
+        assert turn.result is not None
+        return turn.result
+
+    def cancel(self) -> None:
+        """Cancel the turn in flight, if any: ``session/cancel`` is sent once and the runtime's
+        own answer awaited for up to ``read_timeout_ms``; the turn ends ``turn_cancelled``."""
+        if self._turn is not None:
+            self._turn.caller_cancelled = True
+            self._turn.wake.set()
+
+    # -- start --------------------------------------------------------------------------------
+
+    async def _start(self, tg: anyio.abc.TaskGroup) -> None:
+        options = self._options
+        spec = self._target.prepare(options.command, self._workspace)
+        self._process = process = AgentProcess.spawn(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+        self.log.bind(pid=process.pid)
+        self._normalizer.pid = process.pid
+        self._conn = AgentConnection(
+            process,
+            self,
+            max_line_bytes=options.max_line_bytes,
+            output_drain_ms=options.output_drain_ms,
+            stdin_prefix=spec.stdin_prefix,
+        )
+        self._conn.start(tg)
+
+        raw = await self._call("initialize", initialize_params(__version__), options.initialize_timeout_ms)
+        try:
+            init = InitializeResult.model_validate(raw)
+        except ValidationError:
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode") from None
+        if init.protocol_version != PROTOCOL_VERSION:
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR,
+                f"agent reported protocol version {init.protocol_version}, want {PROTOCOL_VERSION}",
+            )
+        agent = init.agent_info
+        caps = init.agent_capabilities
+        if caps.session_capabilities.close is not None:
+            self._close_method = "session/close"
+
+        raw = await self._call("session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms)
+        try:
+            new = NewSessionResult.model_validate(raw)
+        except ValidationError:
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new response did not decode") from None
+        self._normalizer.session_id = new.session_id
+        self.log.bind(session_id=new.session_id)
+        self.info = SessionInfo(
+            session_id=new.session_id,
+            pid=process.pid,
+            target=self._target.label,
+            workspace=self._workspace,
+            agent_name=agent.name if agent else "",
+            agent_version=agent.version if agent else "",
+            capabilities=caps.model_dump(by_alias=True, exclude_none=True),
+        )
+        self.log.info(
+            "agent implementation",
+            extra={"agent_name": self.info.agent_name, "agent_version": self.info.agent_version},
+        )
+
+    async def _call(self, method: str, params: dict[str, Any], timeout_ms: int) -> Any:
+        """A start-up request: its answer, or the error that start-up reports."""
+        assert self._conn is not None
+        call = self._conn.call(method, params)
+        with anyio.move_on_after(timeout_ms / 1000):
+            await call.done.wait()
+        if not call.done.is_set():
+            self._conn.abandon(call)
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_TIMEOUT, f"timed out waiting for the agent to answer {method} ({timeout_ms} ms)"
+            )
+        response = call.response
+        if response is None:
+            raise await self._lost_error()
+        if response.error is not None:
+            code, text = response.error.code, response.error.message
+            if code == CREDENTIAL_REFUSED:
+                raise RemoteAcpError(
+                    ErrorKind.CREDENTIAL_UNVERIFIED, f"the agent runtime refused its credential: {text!r}"
+                )
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"{method} error {code}: {text}")
+        return response.result
+
+    async def _lost_error(self) -> RemoteAcpError:
+        """The error for a connection lost before an answer: the early exit report when the
+        runtime itself exited, else the plain loss."""
+        process, conn = self._process, self._conn
+        assert process is not None and conn is not None
+        with anyio.move_on_after(self._options.output_drain_ms / 1000):
+            await process.exited.wait()
+            await process.stderr_eof.wait()
+        if conn.output_abandoned:
+            return RemoteAcpError(ErrorKind.PORT_EXIT, conn.loss_message)
+        status = process.exit_status
+        if status is None:
+            return RemoteAcpError(ErrorKind.PORT_EXIT, "agent connection ended before responding")
+        stderr = process.stderr_tail.report()
+        special = self._target.exit_error(status, agent_wrote=conn.bytes_received > 0, stderr=stderr)
+        if special is not None:
+            return special
+        return RemoteAcpError(
+            ErrorKind.PORT_EXIT, f"the agent runtime exited before responding: {status.describe()}", detail=stderr
+        )
+
+    # -- turns --------------------------------------------------------------------------------
+
+    async def _accept(self, turn: ActiveTurn) -> None:
+        conn = self._conn
+        assert conn is not None and self.info is not None
+        if self._turn is not None:
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session")
+        if conn.lost.is_set() or conn.write_failed:
+            message = conn.loss_message if conn.output_abandoned else (
+                "the agent connection ended before this turn could start"
+            )
+            raise RemoteAcpError(ErrorKind.PORT_EXIT, message)
+        self._turn = turn
+        try:
+            self._normalizer.flush(self._queued.append)
+            turn.sink.append(SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id))
+            turn.sink.extend(self._queued)
+            self._queued.clear()
+            self._sink = turn.sink
+            if self._latched is not None:
+                # A request between turns already decided this turn: end it without a prompt.
+                turn.ending, self._latched = self._latched, None
+                return
+            turn.prompt = conn.call("session/prompt", prompt_params(self.session_id, turn.text))
+            with anyio.move_on_after(self._read_s):
+                await turn.prompt.ticket.done.wait()
+            if not turn.prompt.ticket.done.is_set():
+                raise RemoteAcpError(
+                    ErrorKind.RESPONSE_TIMEOUT, "timed out waiting for the agent connection to start the turn"
+                )
+            if turn.prompt.ticket.failed:
+                raise RemoteAcpError(ErrorKind.PORT_EXIT, "failed to send the prompt to the agent")
+        except BaseException:
+            # Never leave the session wedged "in flight" for a turn nobody waits for.
+            if turn.prompt is not None:
+                conn.abandon(turn.prompt)
+            self._release_turn()
+            raise
+
+    def _release_turn(self) -> None:
+        self._turn = None
+        self._sink = self._queued
+
+    async def _advance(self, turn: ActiveTurn) -> list[Event]:
+        """Wait for the turn's next events; the last batch ends with its terminal event."""
+        while True:
+            turn.wake = anyio.Event()
+            events = turn.take()
+            if turn.result is None and await self._try_end(turn):
+                return events + turn.take()
+            if events or turn.result is not None:
+                return events
+            now = time.monotonic()
+            with anyio.move_on_after(max(0.0, self._next_deadline(turn) - now)):
+                await turn.wake.wait()
+            self._apply_bounds(turn)
+
+    def _next_deadline(self, turn: ActiveTurn) -> float:
+        opts = self._options
+        deadlines = [turn.started_at + opts.turn_timeout_ms / 1000]
+        if turn.ending is None and opts.stall_timeout_ms > 0:
+            deadlines.append(turn.last_event_at + opts.stall_timeout_ms / 1000)
+        if turn.cancel_sent_at is not None:
+            deadlines.append(turn.cancel_sent_at + self._read_s)
+        if turn.write_failed_at is not None:
+            deadlines.append(turn.write_failed_at + self._read_s)
+        return min(deadlines)
+
+    def _apply_bounds(self, turn: ActiveTurn) -> None:
+        if turn.ending is not None:
+            return
+        opts, now = self._options, time.monotonic()
+        if turn.caller_cancelled:
+            self._end_turn_by(turn, Ending.cancelled())
+        elif now >= turn.started_at + opts.turn_timeout_ms / 1000:
+            self._end_turn_by(turn, Ending.timed_out(opts.turn_timeout_ms))
+        elif opts.stall_timeout_ms > 0 and now >= turn.last_event_at + opts.stall_timeout_ms / 1000:
+            self._end_turn_by(turn, Ending.stalled(opts.stall_timeout_ms))
+
+    def _end_turn_by(self, turn: ActiveTurn, ending: Ending) -> None:
+        """Decide an induced ending: send ``session/cancel`` once and await the runtime's answer."""
+        if turn.ending is not None:
+            return
+        turn.ending = ending
+        if turn.prompt is not None and self._conn is not None and turn.cancel_sent_at is None:
+            turn.cancel_sent_at = time.monotonic()
+            self._conn.notify("session/cancel", {"sessionId": self.session_id})
+        turn.wake.set()
+
+    async def _try_end(self, turn: ActiveTurn) -> bool:
+        conn = self._conn
+        assert conn is not None
+        now = time.monotonic()
+        prompt = turn.prompt
+        if prompt is None:  # ended before a prompt was sent (latched ending)
+            assert turn.ending is not None
+            self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
+            return True
+        if prompt.done.is_set() and prompt.response is not None:
+            response = prompt.response
+            if turn.ending is not None:
+                self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
+            elif response.error is not None:
+                message = f"session/prompt error {response.error.code}: {response.error.message}"
+                self._finish(turn, TurnFailed, ErrorKind.RESPONSE_ERROR, message)
+            else:
+                result = response.result
+                stop = result.get("stopReason") if isinstance(result, dict) else None
+                if isinstance(result, dict) and "stopReason" in result:
+                    d = disposition_for_stop_reason(stop, cancel_requested=turn.cancel_sent_at is not None)
+                    self._finish(turn, d.event, d.error_kind, d.message, stop if isinstance(stop, str) else None)
+                else:
+                    self._finish(
+                        turn, TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN,
+                        "the agent's response to the prompt did not decode",
+                    )
+            return True
+        if turn.oversized:
+            self._end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
+            self._finish(
+                turn, TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN,
+                "a line from the agent exceeded the connection's line bound",
+            )
+            return True
+        if conn.lost.is_set():
+            self._finish(turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail())
+            return True
+        if turn.write_failed_at is not None and now >= turn.write_failed_at + self._read_s:
+            self._finish(
+                turn, TurnFailed, ErrorKind.PORT_EXIT,
+                "a write to the agent failed and no answer followed within read_timeout_ms",
+            )
+            return True
+        if turn.ending is not None and turn.cancel_sent_at is not None and now >= turn.cancel_sent_at + self._read_s:
+            self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
+            return True
+        return False
+
+    async def _exit_detail(self) -> str:
+        process = self._process
+        assert process is not None
+        with anyio.move_on_after(min(1.0, self._options.output_drain_ms / 1000)):
+            await process.exited.wait()
+        if process.exit_status is None:
+            return ""
+        return f"{process.exit_status.describe()}; stderr: {process.stderr_tail.report()}"
+
+    def _finish(
+        self,
+        turn: ActiveTurn,
+        event: type[TurnEnded],
+        kind: ErrorKind | None,
+        message: str,
+        stop_reason: str | None = None,
+        *,
+        detail: str = "",
+    ) -> None:
+        self._normalizer.flush(turn.sink.append)
+        error = RemoteAcpError(kind, message, detail=detail) if kind is not None else None
+        turn.sink.append(
+            event(
+                timestamp=utc_now(),
+                pid=self.pid,
+                session_id=self.session_id,
+                message=str(error) if error else message,
+                error_kind=kind.value if kind else None,
+                stop_reason=stop_reason,
+            )
+        )
+        turn.result = TurnResult(
+            session_id=self.session_id,
+            outcome=event.type,
+            message=str(error) if error else message,
+            error=error,
+            stop_reason=stop_reason,
+            last_message=self._normalizer.last_message,
+        )
+        if turn.prompt is not None and self._conn is not None and not turn.prompt.done.is_set():
+            self._conn.abandon(turn.prompt)
+        if turn.ending is not None and turn.ending.kind is ErrorKind.TURN_INPUT_REQUIRED:
+            self.log.warning("agent asked for a decision only a person can make, ending the attempt")
+        self._release_turn()
+
+    async def _abort(self, turn: ActiveTurn) -> None:
+        """The caller stopped waiting: cancel the turn and settle it within ``read_timeout_ms``."""
+        with anyio.CancelScope(shield=True):
+            if turn.result is not None:
+                return
+            turn.caller_cancelled = True
+            self._apply_bounds(turn)
+            with anyio.move_on_after(self._read_s + 1):
+                while turn.result is None:
+                    await self._advance(turn)
+            if turn.result is None:  # cannot happen while the bounds hold; never wedge anyway
+                self._finish(turn, turn.ending.event if turn.ending else TurnFailed,
+                             ErrorKind.TURN_CANCELLED, "the turn was cancelled")
+
+    # -- what the agent sends (called from the reader task; never blocks) ---------------------
+
+    def on_update(self, params: Any) -> None:
+        self._normalizer.on_update(params, self._sink.append)
+
+    def on_notification(self, method: str, params: Any) -> None:
+        self.log.debug("ignoring a notification this client does not handle", extra={"method": method})
+
+    def on_request(self, request: Request) -> None:
+        conn = self._conn
+        assert conn is not None
+        method = request.method
+        if method == "session/request_permission":
+            self._on_permission(request)
+        elif method == "elicitation/create":
+            conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
+            self._notice(ELICITATION_NOTICE)
+            self._end_for_person("an answer to a question")
+        elif method.startswith(("fs/", "terminal/")):
+            conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
+            self._sink.append(
+                Malformed(
+                    timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None,
+                    message="the agent called a method this client does not implement", detail=method,
+                )
+            )
+        else:
+            self.log.debug("answering an unknown agent request with method not found", extra={"method": method})
+            conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
+
+    def _on_permission(self, request: Request) -> None:
+        conn = self._conn
+        assert conn is not None
+        turn = self._turn
+        if turn is not None and turn.ending is not None:
+            conn.answer(request.id, CANCELLED_OUTCOME)  # the turn is already winding down
+            return
+        option = choose_refusal(request.params)
+        if option is not None:
+            conn.answer(request.id, {"outcome": {"outcome": "selected", "optionId": option}})
+            self._notice(REFUSED_NOTICE)
+        else:
+            conn.answer(request.id, CANCELLED_OUTCOME)
+            self._notice(NO_REFUSAL_NOTICE)
+            self._end_for_person("a permission with no refusing option")
+
+    def _end_for_person(self, what: str) -> None:
+        ending = Ending.input_required(what)
+        if self._turn is not None:
+            self._end_turn_by(self._turn, ending)
+        elif self._latched is None:
+            self._latched = ending
+
+    def _notice(self, message: str) -> None:
+        self._normalizer.flush(self._sink.append)
+        self._sink.append(
+            Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None, message=message)
+        )
+
+    def on_malformed(self, malformed: MalformedLine) -> None:
+        self._normalizer.flush(self._sink.append)
+        self._sink.append(
+            Malformed(
+                timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None,
+                message="received a line that could not be parsed as JSON-RPC",
+                detail=f"{malformed.reason}: {malformed.excerpt}",
+            )
+        )
+
+    def on_oversized(self) -> None:
+        if self._turn is not None:
+            self._turn.oversized = True
+        else:
+            self._sink.append(
+                Malformed(
+                    timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None,
+                    message="a line from the agent exceeded the connection's line bound",
+                )
+            )
+
+    def on_write_failed(self) -> None:
+        if self._turn is not None and self._turn.write_failed_at is None:
+            self._turn.write_failed_at = time.monotonic()
+
+    def batch_done(self) -> None:
+        if self._turn is not None:
+            self._turn.note_batch()
+
+    def on_lost(self) -> None:
+        self._normalizer.flush(self._sink.append)
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    async def _teardown(self) -> None:
+        """Stop the session in the fixed order; bounded by ``stop_grace_ms`` plus the drain bound."""
+        with anyio.CancelScope(shield=True):
+            if self._torn_down:
+                return
+            self._torn_down = True
+            conn, process = self._conn, self._process
+            if conn is None or process is None:
+                return
+            deadline = time.monotonic() + self._options.stop_grace_ms / 1000
+
+            def remaining() -> float:
+                return max(0.0, deadline - time.monotonic())
+
+            # 1. answer every request the agent still holds open
+            for request_id, method in list(conn.peer.open_incoming.items()):
+                if method == "session/request_permission":
+                    conn.answer(request_id, CANCELLED_OUTCOME)
+                else:
+                    conn.answer_error(request_id, METHOD_NOT_FOUND, "method not found")
+            with anyio.move_on_after(remaining() / 2):
+                await conn.flush()
+            # 2. session/close when the handshake advertised it
+            if self._close_method and self.info and not conn.lost.is_set():
+                await self._close_through_protocol(conn, remaining() / 2)
+            conn.begin_close()
+            # 3. SIGTERM to the group (and to descendants that left it), 4. close stdin
+            process.remember_descendants()
+            process.signal_group(signal.SIGTERM)
+            process.close_stdin()
+            # 5. wait for the exit within what is left of the window
+            with anyio.move_on_after(remaining()):
+                await process.exited.wait()
+            if not process.exited.is_set():
+                self.log.warning(
+                    "agent did not exit inside the graceful period and was force-terminated",
+                    extra={"grace_ms": self._options.stop_grace_ms},
+                )
+            # 6. SIGKILL the group unconditionally, as a backstop
+            process.signal_group(signal.SIGKILL)
+            # 7. close stdout and the connection; whoever still holds our pipes is killed too
+            with anyio.move_on_after(0.2):
+                await process.stderr_eof.wait()
+                await process.stdout_eof.wait()
+            if not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
+                process.kill_pipe_holders()
+            process.close_stdout()
+            # 8. collect stderr and reap
+            drain = self._options.output_drain_ms / 1000
+            with anyio.move_on_after(drain):
+                await process.stderr_eof.wait()
+            with anyio.move_on_after(drain):
+                await process.exited.wait()
+            process.reap()
+            if self._queued:
+                self.log.warning(
+                    "dropping events queued for a turn that never started", extra={"count": len(self._queued)}
+                )
+                self._queued.clear()
+            # 9. release the pipes last
+            process.release()
+
+    async def _close_through_protocol(self, conn: AgentConnection, bound: float) -> None:
+        method = self._close_method
+        assert method is not None
+        call: PendingCall = conn.call(method, {"sessionId": self.session_id})
+        with anyio.move_on_after(bound):
+            await call.done.wait()
+        if not call.done.is_set():
+            conn.abandon(call)
+            self.log.warning(f"{method} did not complete before the wait ended", extra={"bound_s": round(bound, 3)})
+        elif call.response is None:
+            self.log.debug(f"{method} call did not complete")
+        elif call.response.error is not None:
+            self.log.warning(f"{method} returned an error", extra={"code": call.response.error.code})
+        else:
+            self.log.debug("session closed through the protocol")
+
+
+class TurnStream:
+    """One turn: an async context manager that is also an async iterator of events.
+
+    Leaving the block before the turn ended (a ``break``, an exception, a cancelled task)
+    cancels the turn and waits, bounded by ``read_timeout_ms``, for the runtime to settle it,
+    so the session is never left with a turn in flight that nobody waits for.
+    """
+
+    def __init__(self, session: Session, text: str) -> None:
+        self._session = session
+        self._turn = ActiveTurn(text)
+        self._buffer: deque[Event] = deque()
+
+    @property
+    def result(self) -> TurnResult | None:
+        """How the turn ended; ``None`` until it has."""
+        return self._turn.result
+
+    def cancel(self) -> None:
+        if self._turn.result is None:
+            self._turn.caller_cancelled = True
+            self._turn.wake.set()
+
+    async def __aenter__(self) -> TurnStream:
+        await self._session._accept(self._turn)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._turn.result is None:
+            await self._session._abort(self._turn)
+
+    def __aiter__(self) -> TurnStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._buffer:
+            if self._turn.result is not None:
+                raise StopAsyncIteration
+            self._buffer.extend(await self._session._advance(self._turn))
+        return self._buffer.popleft()
+
+
+@asynccontextmanager
+async def open_session(
+    workspace: str,
+    options: SessionOptions,
+    target: LaunchTarget | None = None,
+) -> AsyncIterator[Session]:
+    """Launch the agent on ``target`` (local by default), start an ACP session, stop it on exit.
+
+    :raises RemoteAcpError: with the start-up error kinds (``agent_not_found``,
+        ``invalid_workspace_cwd``, ``port_exit``, ``response_error``, ``response_timeout``,
+        ``credential_unverified``). The agent is torn down before the error is raised.
+    """
+    session = Session(target or LocalTarget(), workspace, options)
+    failure: RemoteAcpError | None = None
+    async with anyio.create_task_group() as tg:
+        try:
+            await session._start(tg)
+        except RemoteAcpError as exc:
+            failure = exc
+        except BaseException:
+            await session._teardown()
+            tg.cancel_scope.cancel()
+            raise
+        if failure is not None:
+            await session._teardown()
+            tg.cancel_scope.cancel()
+        else:
+            try:
+                yield session
+            finally:
+                await session._teardown()
+                tg.cancel_scope.cancel()
+    if failure is not None:
+        if session._process is not None:
+            for line in session._process.stderr_tail.lines():
+                session.log.warning("agent stderr", extra={"line": line})
+        raise failure

@@ -1,0 +1,77 @@
+"""A bounded tail of the agent's standard error, with secrets masked.
+
+The agent's stderr is drained continuously (a pipe left unread fills and blocks the agent), and
+only the last bytes are kept for error reports and logs. Values of secret-looking environment
+variables are replaced by ``***`` whenever the text is rendered, so a runtime that echoes its
+API key in a crash report does not leak it into our logs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+__all__ = ["MASK", "StderrTail", "mask_secrets", "secret_values"]
+
+MASK: Final = "***"
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.IGNORECASE)
+_MIN_SECRET_LEN: Final = 4  # shorter values ("1", "yes") would mask ordinary words
+
+
+def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Values of variables whose names look secret, longest first (so overlaps mask fully)."""
+    found = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    for value in secrets:
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+class StderrTail:
+    """Keep the last ``limit`` bytes fed; render them as masked, complete lines."""
+
+    def __init__(self, limit: int = 8192, secrets: Iterable[str] = ()) -> None:
+        self._limit = limit
+        self._buf = bytearray()
+        self._cut = False
+        self._total = 0
+        self.secrets = tuple(secrets)
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes fed in all (kept or not)."""
+        return self._total
+
+    def feed(self, data: bytes) -> None:
+        self._total += len(data)
+        self._buf += data
+        if len(self._buf) > 2 * self._limit:  # trim in batches, not on every read
+            self._trim()
+
+    def _trim(self) -> None:
+        if len(self._buf) > self._limit:
+            del self._buf[: len(self._buf) - self._limit]
+            self._cut = True
+
+    def lines(self) -> list[str]:
+        """The kept lines, masked. A line cut by the bound is dropped, so no secret is half-kept."""
+        self._trim()
+        data = bytes(self._buf)
+        if self._cut:
+            newline = data.find(b"\n")
+            data = data[newline + 1 :] if newline >= 0 else b""
+        text = mask_secrets(data.decode("utf-8", "replace"), self.secrets)
+        return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+
+    def report(self) -> str:
+        """One line for an error message: lines joined by `` | ``."""
+        lines = self.lines()
+        if not lines:
+            return "earlier standard-error output omitted" if self._cut else "no standard-error output"
+        joined = " | ".join(lines)
+        return f"[earlier output omitted] {joined}" if self._cut else joined

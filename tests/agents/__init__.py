@@ -1,0 +1,1 @@
+"""ACP agents used as subprocesses by the test suite."""
