@@ -1,0 +1,39 @@
+"""Exit statuses of ``remote-acp``, one per class of failure (documented in the README)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["EXIT_BY_KIND", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "exit_code_for"]
+
+EXIT_OK: Final = 0
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+EXIT_BY_KIND: Final[dict[str, int]] = {
+    # 3: the launch itself is misconfigured (fix the command or the workspace)
+    "agent_not_found": 3,
+    "invalid_workspace_cwd": 3,
+    # 4: the runtime refused its credential
+    "credential_unverified": 4,
+    # 5: the connection or protocol failed (retryable)
+    "port_exit": 5,
+    "response_error": 5,
+    "response_timeout": 5,
+    # 6: the turn failed in a way a retry can fix
+    "turn_failed": 6,
+    "turn_timeout": 6,
+    "turn_request_limit": 6,
+    # 7: the turn ended for good (refusal, token limit, unknown outcome)
+    "turn_refused": 7,
+    "turn_token_limit": 7,
+    "turn_outcome_unknown": 7,
+    # 8: the turn was cancelled
+    "turn_cancelled": 8,
+    # 9: the agent needs a person
+    "turn_input_required": 9,
+}
+
+
+def exit_code_for(kind: str | None) -> int:
+    return EXIT_OK if kind is None else EXIT_BY_KIND.get(kind, 1)

@@ -1,0 +1,47 @@
+"""Logging for the CLI: human text or one JSON object per line, on stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["JsonFormatter", "configure_logging"]
+
+# Attributes every LogRecord has; anything else on a record came from ``extra``.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "taskName"}
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        out.update(_extras(record))
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        line = f"{record.levelname.lower()}: {record.getMessage()}"
+        return f"{line} ({fields})" if fields else line
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,89 @@
+"""Entry point of the ``remote-acp`` command.
+
+Sub-commands import their machinery when they run, so ``remote-acp --version`` and ``--help``
+stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .._version import __version__
+
+__all__ = ["main"]
+
+LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="remote-acp")
+@click.option("--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr).")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log line format."
+)
+def cli(log_level: str, log_format: str) -> None:
+    """Run coding agents that speak the Agent Client Protocol, locally or on build hosts."""
+    from .logging_setup import configure_logging
+
+    configure_logging(log_level, log_format)
+
+
+@cli.command()
+@click.option("--agent", "agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
+@click.option(
+    "--workspace",
+    default=None,
+    help="Directory the agent works in (absolute; default: the current directory).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line instead of text.")
+@click.option("--read-timeout-ms", type=int, default=None, help="Bound of synchronous waits [5000].")
+@click.option("--turn-timeout-ms", type=int, default=None, help="Bound of one turn [3600000].")
+@click.option("--stall-timeout-ms", type=int, default=None, help="Longest gap between events [300000].")
+@click.option("--stop-grace-ms", type=int, default=None, help="Graceful teardown window [5000].")
+@click.argument("prompts", nargs=-1, required=True)
+def run(
+    agent: str,
+    workspace: str | None,
+    as_json: bool,
+    read_timeout_ms: int | None,
+    turn_timeout_ms: int | None,
+    stall_timeout_ms: int | None,
+    stop_grace_ms: int | None,
+    prompts: tuple[str, ...],
+) -> None:
+    """Start AGENT in a session and run each PROMPT as one turn, in order.
+
+    Stops at the first turn that does not complete. Exit status: 0 all turns completed;
+    3 bad command or workspace; 4 credential refused; 5 connection or protocol failure;
+    6 retryable turn failure; 7 final turn failure (refusal, token limit, unknown outcome);
+    8 cancelled; 9 the agent needs a person; 130 interrupted.
+    """
+    import anyio
+    from pydantic import ValidationError
+
+    from ..options import SessionOptions
+    from .run import run_prompts
+
+    bounds = {
+        "read_timeout_ms": read_timeout_ms,
+        "turn_timeout_ms": turn_timeout_ms,
+        "stall_timeout_ms": stall_timeout_ms,
+        "stop_grace_ms": stop_grace_ms,
+    }
+    try:
+        options = SessionOptions(command=agent, **{k: v for k, v in bounds.items() if v is not None})
+    except ValidationError as exc:
+        raise click.UsageError(str(exc)) from None
+    where = os.path.abspath(workspace) if workspace else os.getcwd()
+    sys.exit(anyio.run(run_prompts, options, where, list(prompts), as_json))
+
+
+def main() -> None:
+    cli(prog_name="remote-acp")
+
+
+if __name__ == "__main__":
+    main()

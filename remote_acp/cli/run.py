@@ -1,0 +1,65 @@
+"""``remote-acp run``: one session, one turn per prompt, stopping at the first turn that fails."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import anyio
+
+from ..errors import RemoteAcpError
+from ..options import SessionOptions
+from ..session import Session, open_session
+from .exit_codes import EXIT_INTERRUPTED, exit_code_for
+from .render import HumanRenderer, JsonRenderer
+
+__all__ = ["run_prompts"]
+
+
+async def _watch_signals(session_ref: list[Session], interrupted: list[bool], scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if interrupted or not session_ref:
+                scope.cancel()  # a second signal: stop now (teardown still runs, shielded)
+                return
+            interrupted.append(True)
+            session_ref[0].cancel()
+
+
+async def run_prompts(options: SessionOptions, workspace: str, prompts: list[str], as_json: bool) -> int:
+    renderer: JsonRenderer | HumanRenderer = JsonRenderer() if as_json else HumanRenderer()
+    final: dict[str, Any] = {"type": "run_result", "session_id": None, "outcome": None, "error_kind": None}
+    session_ref: list[Session] = []
+    interrupted: list[bool] = []
+    code = 0
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, session_ref, interrupted, scope)
+            try:
+                async with open_session(workspace, options) as session:
+                    session_ref.append(session)
+                    final["session_id"] = session.session_id
+                    for prompt in prompts:
+                        result = await session.run_turn(prompt, renderer.event)
+                        final["outcome"], final["message"] = result.outcome, result.message
+                        if isinstance(renderer, JsonRenderer):
+                            renderer.emit(result.to_json())
+                        if result.error is not None:
+                            final["error_kind"] = result.error.kind.value
+                            code = exit_code_for(result.error.kind.value)
+                            break
+            except RemoteAcpError as exc:
+                final.update(outcome="start_failed", error_kind=exc.kind.value, message=str(exc))
+                code = exit_code_for(exc.kind.value)
+            tg.cancel_scope.cancel()
+    if scope.cancelled_caught or (interrupted and code == 0):
+        final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
+        code = EXIT_INTERRUPTED
+    if isinstance(renderer, JsonRenderer):
+        renderer.emit(final)
+    else:
+        renderer.note(
+            f"session {final['session_id'] or '-'}: {final['outcome']}"
+            + (f" [{final['error_kind']}] {final.get('message', '')}" if final["error_kind"] else "")
+        )
+    return code

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.orphans import MARKER_NAME, kill_marked
+
+
+@pytest.fixture(autouse=True)
+def no_orphans() -> Iterator[None]:
+    """Fail any test that leaves a process it started running (see tests/support/orphans.py)."""
+    marker = uuid.uuid4().hex
+    previous = os.environ.get(MARKER_NAME)
+    os.environ[MARKER_NAME] = marker
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[MARKER_NAME]
+        else:
+            os.environ[MARKER_NAME] = previous
+        orphans = kill_marked(marker)
+        assert not orphans, f"processes outlived the test: {orphans}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Tests marked both_backends run on asyncio and on trio.
+    if "anyio_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("anyio_backend", ["asyncio", "trio"])
+
+
+@pytest.fixture
+def workspace(tmp_path: os.PathLike[str]) -> str:
+    path = os.path.join(os.fspath(tmp_path), "ws")
+    os.mkdir(path)
+    return path

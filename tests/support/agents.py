@@ -1,0 +1,38 @@
+"""Commands and options for the agents the tests launch."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from remote_acp import SessionOptions
+
+__all__ = ["SDK_AGENT", "fast_options", "scripted", "sdk_agent"]
+
+SDK_AGENT = Path(__file__).resolve().parents[1] / "agents" / "sdk_agent.py"
+
+
+def scripted(*args: str) -> list[str]:
+    """The scriptable agent shipped in the package, with start-level options."""
+    return [sys.executable, "-m", "remote_acp.testing.scripted_agent", *args]
+
+
+def sdk_agent(*args: str) -> list[str]:
+    """The agent written on the official SDK's agent side."""
+    return [sys.executable, str(SDK_AGENT), *args]
+
+
+def fast_options(command: list[str] | str, **overrides: Any) -> SessionOptions:
+    """Options with bounds short enough for tests (every bound is configurable)."""
+    values: dict[str, Any] = {
+        "command": command,
+        "read_timeout_ms": 2_000,
+        "initialize_floor_ms": 2_000,
+        "turn_timeout_ms": 20_000,
+        "stall_timeout_ms": 20_000,
+        "stop_grace_ms": 1_000,
+        "output_drain_ms": 1_000,
+    }
+    values.update(overrides)
+    return SessionOptions(**values)
