@@ -275,6 +275,7 @@ class Session:
         """Wait for the turn's next events; the last batch ends with its terminal event."""
         while True:
             turn.wake = anyio.Event()
+            self._apply_bounds(turn)
             events = turn.take()
             if turn.result is None and await self._try_end(turn):
                 return events + turn.take()
@@ -283,7 +284,6 @@ class Session:
             now = time.monotonic()
             with anyio.move_on_after(max(0.0, self._next_deadline(turn) - now)):
                 await turn.wake.wait()
-            self._apply_bounds(turn)
 
     def _next_deadline(self, turn: ActiveTurn) -> float:
         opts = self._options
@@ -329,7 +329,12 @@ class Session:
         if prompt.done.is_set() and prompt.response is not None:
             response = prompt.response
             if turn.ending is not None:
-                self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
+                result = response.result
+                stop = result.get("stopReason") if isinstance(result, dict) else None
+                self._finish(
+                    turn, turn.ending.event, turn.ending.kind, turn.ending.message,
+                    stop if isinstance(stop, str) else None,
+                )
             elif response.error is not None:
                 message = f"session/prompt error {response.error.code}: {response.error.message}"
                 self._finish(turn, TurnFailed, ErrorKind.RESPONSE_ERROR, message)
@@ -655,6 +660,7 @@ async def open_session(
     """
     session = Session(target or LocalTarget(), workspace, options)
     failure: RemoteAcpError | None = None
+    body_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
         try:
             await session._start(tg)
@@ -670,9 +676,15 @@ async def open_session(
         else:
             try:
                 yield session
+            except BaseException as exc:
+                # Re-raised below, outside the task group, so the caller's own exception is not
+                # wrapped in an exception group.
+                body_error = exc
             finally:
                 await session._teardown()
                 tg.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
     if failure is not None:
         if session._process is not None:
             for line in session._process.stderr_tail.lines():

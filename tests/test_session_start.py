@@ -1,0 +1,180 @@
+"""Session start against real agent subprocesses: the handshake and every start-up error."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from remote_acp import ErrorKind, RemoteAcpError, open_session
+from tests.support.agents import fast_options, scripted
+
+pytestmark = pytest.mark.anyio
+
+
+async def start_error(workspace: str, *args: str, **overrides: object) -> RemoteAcpError:
+    with pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options(scripted(*args), **overrides)):
+            pass
+    return info.value
+
+
+@pytest.mark.both_backends
+async def test_handshake_records_session_and_agent(workspace: str, tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+    async with open_session(workspace, fast_options(scripted("--record", str(record), "--name", "demo"))) as s:
+        assert s.info is not None
+        assert s.session_id == "sess-1"
+        assert s.pid is not None and s.info.pid == s.pid
+        assert (s.info.agent_name, s.info.agent_version) == ("demo", "1.0.0")
+        assert s.info.obtained == "new"
+    sent = [json.loads(line) for line in record.read_text().splitlines()]
+    init, new = sent[0], sent[1]
+    assert init["method"] == "initialize"
+    assert init["params"]["protocolVersion"] == 1
+    assert init["params"]["clientCapabilities"] == {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+    }
+    assert new["method"] == "session/new"
+    assert new["params"] == {"cwd": workspace, "mcpServers": []}
+
+
+async def test_agent_gets_full_environment_workspace_and_own_group(
+    workspace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_ACP_PROBE", "inherited")
+    dump = tmp_path / "env.json"
+    async with open_session(workspace, fast_options(scripted("--env-dump", str(dump)))) as s:
+        assert s.pid is not None
+        assert os.getpgid(s.pid) == s.pid  # a process group of its own
+        assert os.getsid(s.pid) == s.pid
+    env = json.loads(dump.read_text())
+    assert env["REMOTE_ACP_PROBE"] == "inherited"
+    assert env["__cwd__"] == workspace
+
+
+@pytest.mark.parametrize(
+    ("workspace_value", "fragment"),
+    [
+        ("", "empty"),
+        ("relative/dir", "not absolute"),
+        ("/nonexistent/remote-acp-ws", "does not exist"),
+    ],
+)
+async def test_invalid_workspace(workspace_value: str, fragment: str) -> None:
+    with pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace_value, fast_options(scripted())):
+            pass
+    assert info.value.kind is ErrorKind.INVALID_WORKSPACE_CWD
+    assert fragment in str(info.value)
+    assert not info.value.retryable
+
+
+async def test_workspace_that_is_a_file(tmp_path: Path) -> None:
+    file = tmp_path / "file"
+    file.write_text("x")
+    err = await start_error(str(file))
+    assert err.kind is ErrorKind.INVALID_WORKSPACE_CWD
+    assert "not a directory" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("command", "fragment"),
+    [
+        ("", "empty or whitespace-only"),
+        ("   ", "empty or whitespace-only"),
+        ([], "empty or whitespace-only"),
+        ("remote-acp-no-such-agent --acp", "'remote-acp-no-such-agent' was not found on PATH"),
+        ("/nonexistent/agent --acp", "'/nonexistent/agent' was not found"),
+        ("agent 'unclosed", "cannot be split"),
+    ],
+)
+async def test_agent_not_found(workspace: str, command: str | list[str], fragment: str) -> None:
+    with pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options(command)):
+            pass
+    assert info.value.kind is ErrorKind.AGENT_NOT_FOUND
+    assert fragment in str(info.value)
+
+
+async def test_string_command_is_split_with_shell_rules(workspace: str, tmp_path: Path) -> None:
+    record = tmp_path / "rec ord.jsonl"
+    command = f"{sys.executable} -m remote_acp.testing.scripted_agent --name 'two words' --record '{record}'"
+    async with open_session(workspace, fast_options(command)) as s:
+        assert s.info is not None and s.info.agent_name == "two words"
+    assert record.exists()
+
+
+async def test_crash_at_initialize_gives_early_exit_report_with_masked_stderr(
+    workspace: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("DEMO_API_KEY", "sk-very-secret-value")
+    err = await start_error(
+        workspace,
+        "--crash-at", "initialize", "--exit-code", "7",
+        "--stderr", "fatal: bad key sk-very-secret-value",
+    )
+    assert err.kind is ErrorKind.PORT_EXIT
+    assert err.message == "the agent runtime exited before responding: exit status 7"
+    assert "fatal: bad key ***" in err.detail
+    assert "sk-very-secret-value" not in str(err)
+    # a failed start logs the agent's stderr lines at warning, masked
+    lines = [r for r in caplog.records if r.getMessage() == "agent stderr"]
+    assert lines and all("sk-very-secret-value" not in str(r.__dict__) for r in caplog.records)
+    assert any("fatal: bad key ***" in r.__dict__["line"] for r in lines)
+
+
+async def test_crash_at_session_new(workspace: str) -> None:
+    err = await start_error(workspace, "--crash-at", "new", "--exit-code", "4", "--stderr", "no model")
+    assert err.kind is ErrorKind.PORT_EXIT
+    assert "exit status 4" in err.message
+    assert err.detail == "no model"
+
+
+async def test_exit_without_stderr_says_so(workspace: str) -> None:
+    err = await start_error(workspace, "--crash-at", "initialize", "--stderr", "")
+    assert err.kind is ErrorKind.PORT_EXIT
+    assert err.detail == "no standard-error output"
+
+
+async def test_wrong_protocol_version(workspace: str) -> None:
+    err = await start_error(workspace, "--protocol-version", "2")
+    assert err.kind is ErrorKind.RESPONSE_ERROR
+    assert str(err) == "agent reported protocol version 2, want 1"
+
+
+@pytest.mark.parametrize("flag", ["--init-error", "--new-error"])
+async def test_credential_refusal(workspace: str, flag: str) -> None:
+    err = await start_error(workspace, f"{flag}=-32000:Gemini API key is missing")
+    assert err.kind is ErrorKind.CREDENTIAL_UNVERIFIED
+    assert str(err) == "the agent runtime refused its credential: 'Gemini API key is missing'"
+    assert not err.retryable
+
+
+@pytest.mark.parametrize(("flag", "method"), [("--init-error", "initialize"), ("--new-error", "session/new")])
+async def test_other_rpc_error(workspace: str, flag: str, method: str) -> None:
+    err = await start_error(workspace, f"{flag}=-32603:boom")
+    assert err.kind is ErrorKind.RESPONSE_ERROR
+    assert str(err) == f"{method} error -32603: boom"
+    assert err.retryable
+
+
+@pytest.mark.parametrize(("method", "bound"), [("initialize", 600), ("new", 300)])
+async def test_unanswered_handshake_times_out(workspace: str, method: str, bound: int) -> None:
+    # initialize waits max(read_timeout_ms, initialize_floor_ms): here the floor decides.
+    err = await start_error(
+        workspace, "--never-answer", method, read_timeout_ms=300, initialize_floor_ms=600
+    )
+    assert err.kind is ErrorKind.RESPONSE_TIMEOUT
+    wire = "initialize" if method == "initialize" else "session/new"
+    assert str(err) == f"timed out waiting for the agent to answer {wire} ({bound} ms)"
+
+
+async def test_stderr_flood_does_not_block_start(workspace: str) -> None:
+    async with open_session(workspace, fast_options(scripted("--stderr-flood", str(4 * 1024 * 1024)))) as s:
+        result = await s.run_turn("hello")
+    assert result.ok
