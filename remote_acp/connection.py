@@ -16,13 +16,25 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from .framing import OVERSIZED, LineFramer
-from .jsonrpc import JsonObject, JsonRpcPeer, Malformed, Notification, Request, RequestId, Response, StrayResponse
+from .jsonrpc import (
+    JsonObject,
+    JsonRpcPeer,
+    Malformed,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    StrayResponse,
+)
 from .process import AgentProcess, PipeClosed
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 __all__ = ["AgentConnection", "ConnectionHandler", "PendingCall", "WriteTicket"]
 
@@ -92,15 +104,35 @@ class AgentConnection:
         self.write_failed = False
         self.bytes_received = 0
         self._closing = False
+        self._scopes: list[anyio.CancelScope] = []
         if stdin_prefix:
             self._queue.append(WriteTicket(stdin_prefix))
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
-        tg.start_soon(self._read_loop, name="remote-acp reader")
-        tg.start_soon(self._write_loop, name="remote-acp writer")
-        tg.start_soon(self.process.drain_stderr, name="remote-acp stderr")
-        tg.start_soon(self.process.watch_exit, name="remote-acp exit watch")
-        tg.start_soon(self._release_output, name="remote-acp output release")
+        """Start the connection's tasks in ``tg``.
+
+        They are shielded from outside cancellation: a caller cancelled mid-session still gets
+        a teardown that sees the agent exit and its pipes drain. :meth:`stop` ends them.
+        """
+        for fn, name in (
+            (self._read_loop, "reader"),
+            (self._write_loop, "writer"),
+            (self.process.drain_stderr, "stderr"),
+            (self.process.watch_exit, "exit watch"),
+            (self._release_output, "output release"),
+        ):
+            tg.start_soon(self._shielded, fn, name=f"remote-acp {name}")
+
+    async def _shielded(self, fn: Callable[[], Awaitable[None]]) -> None:
+        with anyio.CancelScope(shield=True) as scope:
+            self._scopes.append(scope)
+            await fn()
+
+    def stop(self) -> None:
+        """End the connection's tasks (the last step of teardown)."""
+        self._closing = True
+        for scope in self._scopes:
+            scope.cancel()
 
     @property
     def loss_message(self) -> str:

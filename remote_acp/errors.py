@@ -72,7 +72,7 @@ def retry_backoff_ms(attempt: int, max_retry_backoff_ms: int = 300_000) -> int:
     if attempt < 1:
         raise ValueError(f"retry attempts count from 1, got {attempt}")
     # Cap the exponent too, so a huge attempt number cannot build a huge integer.
-    return min(10_000 * 2 ** min(attempt - 1, 40), max_retry_backoff_ms)
+    return min(10_000 << min(attempt - 1, 40), max_retry_backoff_ms)
 
 
 class RemoteAcpError(Exception):

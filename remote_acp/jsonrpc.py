@@ -39,13 +39,15 @@ INTERNAL_ERROR: Final = -32603
 RequestId = int | str
 JsonObject = dict[str, Any]
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# ASCII output: an agent id or text with a lone surrogate still encodes, and nothing multi-byte
+# can be split by a short write.
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 _loads = json.loads
 
 
 def encode(message: JsonObject) -> bytes:
     """Encode one message as a compact JSON line (JSON escapes keep it free of newlines)."""
-    return (_dumps(message) + "\n").encode()
+    return (_dumps(message) + "\n").encode("ascii")
 
 
 @dataclass(slots=True, frozen=True)
@@ -167,6 +169,8 @@ class JsonRpcPeer:
             message = _loads(line)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
             return Malformed("the line is not valid JSON", _excerpt(line))
+        except RecursionError:  # nesting deeper than the parser's recursion limit
+            return Malformed("the line nests too deeply to parse", _excerpt(line))
         if type(message) is not dict:
             return Malformed("the line is not a JSON-RPC object", _excerpt(line))
         method = message.get("method")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,6 +19,8 @@ from .errors import ErrorKind, RemoteAcpError
 from .stderr_tail import secret_values
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from .process import ExitStatus
 
 __all__ = [
@@ -114,11 +115,15 @@ def check_local_workspace(workspace: str) -> str:
     if not workspace or not workspace.strip():
         raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path is empty")
     if not os.path.isabs(workspace):
-        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute")
+        raise RemoteAcpError(
+            ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute"
+        )
     if not os.path.exists(workspace):
         raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} does not exist")
     if not os.path.isdir(workspace):
-        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} is not a directory")
+        raise RemoteAcpError(
+            ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} is not a directory"
+        )
     return workspace
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import MutableMapping
 
 __all__ = ["ContextLogger"]
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .events import Event, Malformed, Notification, OtherMessage, ToolResult, utc_now
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["MESSAGE_CAP", "TOOL_KINDS", "Normalizer", "cap_text", "normalize_tool_kind"]
 
@@ -88,7 +90,9 @@ class Normalizer:
             self._malformed(emit, "received a session update without parameters")
             return
         if self.session_id is not None and params.get("sessionId") != self.session_id:
-            log.debug("dropping session/update for a foreign session", extra={"foreign": params.get("sessionId")})
+            log.debug(
+                "dropping session/update for a foreign session", extra={"foreign": params.get("sessionId")}
+            )
             return
         update = params.get("update")
         if type(update) is not dict:
@@ -226,5 +230,7 @@ class Normalizer:
     def _malformed(self, emit: Emit, message: str, detail: str = "") -> None:
         self.flush(emit)
         emit(
-            Malformed(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=message, detail=detail)
+            Malformed(
+                timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=message, detail=detail
+            )
         )

@@ -18,13 +18,16 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
 from . import process_tree
 from .errors import ErrorKind, RemoteAcpError
-from .launch import LaunchSpec
 from .stderr_tail import StderrTail
+
+if TYPE_CHECKING:
+    from .launch import LaunchSpec
 
 __all__ = ["AgentProcess", "ExitStatus", "PipeClosed"]
 
@@ -56,7 +59,9 @@ class ExitStatus:
 class AgentProcess:
     """One running agent process and the file descriptors connecting us to it."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int, tail: StderrTail):
+    def __init__(
+        self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int, tail: StderrTail
+    ):
         self._popen = popen
         self.pid = popen.pid
         self._stdin: int | None = stdin

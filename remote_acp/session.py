@@ -15,11 +15,9 @@ import logging
 import signal
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import ValidationError
@@ -29,14 +27,20 @@ from .connection import AgentConnection, PendingCall
 from .disposition import choose_refusal, disposition_for_stop_reason
 from .errors import ErrorKind, RemoteAcpError
 from .events import Event, Malformed, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
-from .jsonrpc import METHOD_NOT_FOUND, Malformed as MalformedLine, Request
+from .jsonrpc import METHOD_NOT_FOUND, Request
+from .jsonrpc import Malformed as MalformedLine
 from .launch import LaunchTarget, LocalTarget
 from .logs import ContextLogger
 from .normalize import Normalizer
-from .options import SessionOptions
 from .process import AgentProcess
 from .turn import ActiveTurn, Ending, TurnResult
 from .wire import PROTOCOL_VERSION, InitializeResult, NewSessionResult, initialize_params, prompt_params
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from types import TracebackType
+
+    from .options import SessionOptions
 
 __all__ = ["Session", "SessionInfo", "TurnStream", "open_session"]
 
@@ -73,7 +77,9 @@ class Session:
         self._workspace = workspace
         self._options = options
         self._read_s = options.read_timeout_ms / 1000
-        self.log = ContextLogger(logging.getLogger("remote_acp.session"), {"host": target.label, "component": "session"})
+        self.log = ContextLogger(
+            logging.getLogger("remote_acp.session"), {"host": target.label, "component": "session"}
+        )
         self._process: AgentProcess | None = None
         self._conn: AgentConnection | None = None
         self._normalizer = Normalizer()
@@ -103,10 +109,10 @@ class Session:
     def turn(self, text: str) -> TurnStream:
         """A turn as an async context manager and iterator of events::
 
-            async with session.turn("fix the build") as turn:
-                async for event in turn:
-                    ...
-            print(turn.result)
+        async with session.turn("fix the build") as turn:
+            async for event in turn:
+                ...
+        print(turn.result)
         """
         return TurnStream(self, text)
 
@@ -163,7 +169,9 @@ class Session:
         if caps.session_capabilities.close is not None:
             self._close_method = "session/close"
 
-        raw = await self._call("session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms)
+        raw = await self._call(
+            "session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms
+        )
         try:
             new = NewSessionResult.model_validate(raw)
         except ValidationError:
@@ -193,7 +201,8 @@ class Session:
         if not call.done.is_set():
             self._conn.abandon(call)
             raise RemoteAcpError(
-                ErrorKind.RESPONSE_TIMEOUT, f"timed out waiting for the agent to answer {method} ({timeout_ms} ms)"
+                ErrorKind.RESPONSE_TIMEOUT,
+                f"timed out waiting for the agent to answer {method} ({timeout_ms} ms)",
             )
         response = call.response
         if response is None:
@@ -225,7 +234,9 @@ class Session:
         if special is not None:
             return special
         return RemoteAcpError(
-            ErrorKind.PORT_EXIT, f"the agent runtime exited before responding: {status.describe()}", detail=stderr
+            ErrorKind.PORT_EXIT,
+            f"the agent runtime exited before responding: {status.describe()}",
+            detail=stderr,
         )
 
     # -- turns --------------------------------------------------------------------------------
@@ -236,8 +247,10 @@ class Session:
         if self._turn is not None:
             raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session")
         if conn.lost.is_set() or conn.write_failed:
-            message = conn.loss_message if conn.output_abandoned else (
-                "the agent connection ended before this turn could start"
+            message = (
+                conn.loss_message
+                if conn.output_abandoned
+                else ("the agent connection ended before this turn could start")
             )
             raise RemoteAcpError(ErrorKind.PORT_EXIT, message)
         self._turn = turn
@@ -332,7 +345,10 @@ class Session:
                 result = response.result
                 stop = result.get("stopReason") if isinstance(result, dict) else None
                 self._finish(
-                    turn, turn.ending.event, turn.ending.kind, turn.ending.message,
+                    turn,
+                    turn.ending.event,
+                    turn.ending.kind,
+                    turn.ending.message,
                     stop if isinstance(stop, str) else None,
                 )
             elif response.error is not None:
@@ -343,30 +359,44 @@ class Session:
                 stop = result.get("stopReason") if isinstance(result, dict) else None
                 if isinstance(result, dict) and "stopReason" in result:
                     d = disposition_for_stop_reason(stop, cancel_requested=turn.cancel_sent_at is not None)
-                    self._finish(turn, d.event, d.error_kind, d.message, stop if isinstance(stop, str) else None)
+                    self._finish(
+                        turn, d.event, d.error_kind, d.message, stop if isinstance(stop, str) else None
+                    )
                 else:
                     self._finish(
-                        turn, TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN,
+                        turn,
+                        TurnFailed,
+                        ErrorKind.TURN_OUTCOME_UNKNOWN,
                         "the agent's response to the prompt did not decode",
                     )
             return True
         if turn.oversized:
             self._end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
             self._finish(
-                turn, TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN,
+                turn,
+                TurnFailed,
+                ErrorKind.TURN_OUTCOME_UNKNOWN,
                 "a line from the agent exceeded the connection's line bound",
             )
             return True
         if conn.lost.is_set():
-            self._finish(turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail())
+            self._finish(
+                turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail()
+            )
             return True
         if turn.write_failed_at is not None and now >= turn.write_failed_at + self._read_s:
             self._finish(
-                turn, TurnFailed, ErrorKind.PORT_EXIT,
+                turn,
+                TurnFailed,
+                ErrorKind.PORT_EXIT,
                 "a write to the agent failed and no answer followed within read_timeout_ms",
             )
             return True
-        if turn.ending is not None and turn.cancel_sent_at is not None and now >= turn.cancel_sent_at + self._read_s:
+        if (
+            turn.ending is not None
+            and turn.cancel_sent_at is not None
+            and now >= turn.cancel_sent_at + self._read_s
+        ):
             self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
             return True
         return False
@@ -427,8 +457,12 @@ class Session:
                 while turn.result is None:
                     await self._advance(turn)
             if turn.result is None:  # cannot happen while the bounds hold; never wedge anyway
-                self._finish(turn, turn.ending.event if turn.ending else TurnFailed,
-                             ErrorKind.TURN_CANCELLED, "the turn was cancelled")
+                self._finish(
+                    turn,
+                    turn.ending.event if turn.ending else TurnFailed,
+                    ErrorKind.TURN_CANCELLED,
+                    "the turn was cancelled",
+                )
 
     # -- what the agent sends (called from the reader task; never blocks) ---------------------
 
@@ -452,12 +486,17 @@ class Session:
             conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
             self._sink.append(
                 Malformed(
-                    timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None,
-                    message="the agent called a method this client does not implement", detail=method,
+                    timestamp=utc_now(),
+                    pid=self.pid,
+                    session_id=self.session_id or None,
+                    message="the agent called a method this client does not implement",
+                    detail=method,
                 )
             )
         else:
-            self.log.debug("answering an unknown agent request with method not found", extra={"method": method})
+            self.log.debug(
+                "answering an unknown agent request with method not found", extra={"method": method}
+            )
             conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
 
     def _on_permission(self, request: Request) -> None:
@@ -486,14 +525,18 @@ class Session:
     def _notice(self, message: str) -> None:
         self._normalizer.flush(self._sink.append)
         self._sink.append(
-            Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None, message=message)
+            Notification(
+                timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None, message=message
+            )
         )
 
     def on_malformed(self, malformed: MalformedLine) -> None:
         self._normalizer.flush(self._sink.append)
         self._sink.append(
             Malformed(
-                timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None,
+                timestamp=utc_now(),
+                pid=self.pid,
+                session_id=self.session_id or None,
                 message="received a line that could not be parsed as JSON-RPC",
                 detail=f"{malformed.reason}: {malformed.excerpt}",
             )
@@ -505,7 +548,9 @@ class Session:
         else:
             self._sink.append(
                 Malformed(
-                    timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None,
+                    timestamp=utc_now(),
+                    pid=self.pid,
+                    session_id=self.session_id or None,
                     message="a line from the agent exceeded the connection's line bound",
                 )
             )
@@ -567,7 +612,7 @@ class Session:
             with anyio.move_on_after(0.2):
                 await process.stderr_eof.wait()
                 await process.stdout_eof.wait()
-            if not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
+            if conn.output_abandoned or not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
                 process.kill_pipe_holders()
             process.close_stdout()
             # 8. collect stderr and reap
@@ -583,6 +628,7 @@ class Session:
                 )
                 self._queued.clear()
             # 9. release the pipes last
+            conn.stop()
             process.release()
 
     async def _close_through_protocol(self, conn: AgentConnection, bound: float) -> None:
@@ -593,11 +639,13 @@ class Session:
             await call.done.wait()
         if not call.done.is_set():
             conn.abandon(call)
-            self.log.warning(f"{method} did not complete before the wait ended", extra={"bound_s": round(bound, 3)})
+            self.log.warning(
+                "%s did not complete before the wait ended", method, extra={"bound_s": round(bound, 3)}
+            )
         elif call.response is None:
-            self.log.debug(f"{method} call did not complete")
+            self.log.debug("%s call did not complete", method)
         elif call.response.error is not None:
-            self.log.warning(f"{method} returned an error", extra={"code": call.response.error.code})
+            self.log.warning("%s returned an error", method, extra={"code": call.response.error.code})
         else:
             self.log.debug("session closed through the protocol")
 

@@ -9,8 +9,10 @@ API key in a crash report does not leak it into our logs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 __all__ = ["MASK", "StderrTail", "mask_secrets", "secret_values"]
 

@@ -55,7 +55,9 @@ class AgentCapabilities(_Tolerant):
 
 class InitializeResult(_Tolerant):
     protocol_version: int = Field(alias="protocolVersion")
-    agent_capabilities: AgentCapabilities = Field(default_factory=AgentCapabilities, alias="agentCapabilities")
+    agent_capabilities: AgentCapabilities = Field(
+        default_factory=AgentCapabilities, alias="agentCapabilities"
+    )
     auth_methods: list[Any] = Field(default_factory=list, alias="authMethods")
     agent_info: AgentInfo | None = Field(None, alias="agentInfo")
 

@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.orphans import MARKER_NAME, kill_marked
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @pytest.fixture(autouse=True)

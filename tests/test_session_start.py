@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from remote_acp import ErrorKind, RemoteAcpError, open_session
 from tests.support.agents import fast_options, scripted
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +28,9 @@ async def start_error(workspace: str, *args: str, **overrides: object) -> Remote
 @pytest.mark.both_backends
 async def test_handshake_records_session_and_agent(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "record.jsonl"
-    async with open_session(workspace, fast_options(scripted("--record", str(record), "--name", "demo"))) as s:
+    async with open_session(
+        workspace, fast_options(scripted("--record", str(record), "--name", "demo"))
+    ) as s:
         assert s.info is not None
         assert s.session_id == "sess-1"
         assert s.pid is not None and s.info.pid == s.pid
@@ -115,8 +120,12 @@ async def test_crash_at_initialize_gives_early_exit_report_with_masked_stderr(
     monkeypatch.setenv("DEMO_API_KEY", "sk-very-secret-value")
     err = await start_error(
         workspace,
-        "--crash-at", "initialize", "--exit-code", "7",
-        "--stderr", "fatal: bad key sk-very-secret-value",
+        "--crash-at",
+        "initialize",
+        "--exit-code",
+        "7",
+        "--stderr",
+        "fatal: bad key sk-very-secret-value",
     )
     assert err.kind is ErrorKind.PORT_EXIT
     assert err.message == "the agent runtime exited before responding: exit status 7"
@@ -166,9 +175,7 @@ async def test_other_rpc_error(workspace: str, flag: str, method: str) -> None:
 @pytest.mark.parametrize(("method", "bound"), [("initialize", 600), ("new", 300)])
 async def test_unanswered_handshake_times_out(workspace: str, method: str, bound: int) -> None:
     # initialize waits max(read_timeout_ms, initialize_floor_ms): here the floor decides.
-    err = await start_error(
-        workspace, "--never-answer", method, read_timeout_ms=300, initialize_floor_ms=600
-    )
+    err = await start_error(workspace, "--never-answer", method, read_timeout_ms=300, initialize_floor_ms=600)
     assert err.kind is ErrorKind.RESPONSE_TIMEOUT
     wire = "initialize" if method == "initialize" else "session/new"
     assert str(err) == f"timed out waiting for the agent to answer {wire} ({bound} ms)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -20,15 +20,26 @@ from remote_acp import (
     TurnCancelled,
     TurnCompleted,
     TurnFailed,
+    TurnResult,
     TurnTimedOut,
     open_session,
 )
 from tests.support.agents import fast_options, scripted
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 pytestmark = pytest.mark.anyio
 
 
-async def one_turn(workspace: str, prompt: str, *args: str, **overrides: object) -> tuple[list[Event], object]:
+def failure(result: TurnResult) -> RemoteAcpError:
+    assert result.error is not None, f"the turn completed: {result}"
+    return result.error
+
+
+async def one_turn(
+    workspace: str, prompt: str, *args: str, **overrides: object
+) -> tuple[list[Event], TurnResult]:
     events: list[Event] = []
     async with open_session(workspace, fast_options(scripted(*args), **overrides)) as s:
         result = await s.run_turn(prompt, events.append)
@@ -56,7 +67,7 @@ async def test_streaming_turn_event_sequence(workspace: str) -> None:
     assert all(e.session_id == "sess-1" and e.pid == s.pid for e in events)
     tool = events[3]
     assert isinstance(tool, ToolResult) and tool.tool_name == "read" and not tool.error
-    assert result.ok and result.outcome == "turn_completed" and result.stop_reason == "end_turn"  # type: ignore[attr-defined]
+    assert result.ok and result.outcome == "turn_completed" and result.stop_reason == "end_turn"
 
 
 @pytest.mark.both_backends
@@ -70,7 +81,9 @@ async def test_turns_share_one_process_and_session(workspace: str, tmp_path: Pat
             assert s.pid == pid
     prompts = [json.loads(line) for line in record.read_text().splitlines()]
     prompts = [m for m in prompts if m.get("method") == "session/prompt"]
-    assert [p["params"]["prompt"] for p in prompts] == [[{"type": "text", "text": w}] for w in ("one", "two", "three")]
+    assert [p["params"]["prompt"] for p in prompts] == [
+        [{"type": "text", "text": w}] for w in ("one", "two", "three")
+    ]
     assert {p["params"]["sessionId"] for p in prompts} == {"sess-1"}
 
 
@@ -78,7 +91,12 @@ async def test_turns_share_one_process_and_session(workspace: str, tmp_path: Pat
     ("stop", "kind", "message", "retryable"),
     [
         ("refusal", ErrorKind.TURN_REFUSED, "the agent refused to answer the prompt", False),
-        ("max_tokens", ErrorKind.TURN_TOKEN_LIMIT, "the agent stopped at its token limit for the turn", False),
+        (
+            "max_tokens",
+            ErrorKind.TURN_TOKEN_LIMIT,
+            "the agent stopped at its token limit for the turn",
+            False,
+        ),
         (
             "max_turn_requests",
             ErrorKind.TURN_REQUEST_LIMIT,
@@ -91,13 +109,20 @@ async def test_turns_share_one_process_and_session(workspace: str, tmp_path: Pat
             "agent reported a cancelled stop reason without a cancellation on either side",
             True,
         ),
-        ("exploded", ErrorKind.TURN_OUTCOME_UNKNOWN, 'agent reported an unrecognized stop reason: "exploded"', False),
+        (
+            "exploded",
+            ErrorKind.TURN_OUTCOME_UNKNOWN,
+            'agent reported an unrecognized stop reason: "exploded"',
+            False,
+        ),
     ],
 )
-async def test_stop_reasons(workspace: str, stop: str, kind: ErrorKind, message: str, retryable: bool) -> None:
+async def test_stop_reasons(
+    workspace: str, stop: str, kind: ErrorKind, message: str, retryable: bool
+) -> None:
     events, result = await one_turn(workspace, f"@stop={stop} hi")
-    assert result.error is not None  # type: ignore[attr-defined]
-    err: RemoteAcpError = result.error  # type: ignore[attr-defined]
+    assert result.error is not None
+    err: RemoteAcpError = result.error
     assert (err.kind, str(err), err.retryable) == (kind, message, retryable)
     last = events[-1]
     assert isinstance(last, TurnFailed) and last.error_kind == kind.value and last.stop_reason == stop
@@ -105,19 +130,19 @@ async def test_stop_reasons(workspace: str, stop: str, kind: ErrorKind, message:
 
 async def test_prompt_rpc_error_is_response_error(workspace: str) -> None:
     _, result = await one_turn(workspace, "@error=-32603")
-    assert result.error.kind is ErrorKind.RESPONSE_ERROR  # type: ignore[attr-defined]
-    assert str(result.error) == "session/prompt error -32603: scripted failure"  # type: ignore[attr-defined]
+    assert failure(result).kind is ErrorKind.RESPONSE_ERROR
+    assert str(result.error) == "session/prompt error -32603: scripted failure"
 
 
 async def test_crash_mid_turn_is_port_exit(workspace: str) -> None:
     events, result = await one_turn(workspace, "@crash=9 partial")
-    err = result.error  # type: ignore[attr-defined]
+    err = failure(result)
     assert err.kind is ErrorKind.PORT_EXIT
     assert err.message == "the agent's connection ended before a response arrived"
     assert err.detail == "exit status 9; stderr: crashing mid-turn"
     # the partial reply is still reported before the terminal event
     assert [type(e) for e in events[-2:]] == [Notification, TurnFailed]
-    assert events[-2].message == "partial"  # type: ignore[attr-defined]
+    assert isinstance(events[-2], Notification) and events[-2].message == "partial"
 
 
 async def test_turn_after_connection_loss_is_refused(workspace: str) -> None:
@@ -142,7 +167,9 @@ async def test_second_turn_in_flight_is_refused_before_reaching_agent(workspace:
             async for _ in first:
                 pass
         assert first.result is not None and first.result.ok
-    prompts = [m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/prompt"]
+    prompts = [
+        m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/prompt"
+    ]
     assert len(prompts) == 1
 
 
@@ -152,7 +179,7 @@ async def test_garbage_line_is_malformed_and_turn_goes_on(workspace: str) -> Non
     assert len(malformed) == 1
     assert malformed[0].message == "received a line that could not be parsed as JSON-RPC"
     assert "this is not json" in malformed[0].detail
-    assert result.ok and result.last_message == "still here"  # type: ignore[attr-defined]
+    assert result.ok and result.last_message == "still here"
 
 
 async def test_over_long_line_ends_turn_unknown_and_framing_resyncs(workspace: str) -> None:
@@ -171,7 +198,7 @@ async def test_unknown_notification_and_update_kinds(workspace: str) -> None:
     malformed = [e for e in events if isinstance(e, Malformed)]
     assert [m.message for m in malformed] == ["received a session update of an unrecognized kind"]
     assert not any(isinstance(e, Notification) and e.delta == "foreign text" for e in events)
-    assert result.ok  # type: ignore[attr-defined]
+    assert result.ok
 
 
 async def test_agent_requests_use_id_zero_and_unknown_ones_get_method_not_found(workspace: str) -> None:
@@ -180,7 +207,7 @@ async def test_agent_requests_use_id_zero_and_unknown_ones_get_method_not_found(
     assert "vendor request answered: error -32601" in texts
     assert "permission outcome: selected reject" in texts
     assert "refused a permission request because this run is unattended and no one can approve it" in texts
-    assert result.ok  # type: ignore[attr-defined]
+    assert result.ok
 
 
 async def test_cancel_sends_one_session_cancel_and_waits_for_answer(workspace: str, tmp_path: Path) -> None:
@@ -198,7 +225,9 @@ async def test_cancel_sends_one_session_cancel_and_waits_for_answer(workspace: s
         assert turn.result.stop_reason == "cancelled"  # the runtime's own answer decided the end
         follow_up = await s.run_turn("next")
         assert follow_up.ok
-    cancels = [m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/cancel"]
+    cancels = [
+        m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/cancel"
+    ]
     assert cancels == [{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "sess-1"}}]
 
 
@@ -223,7 +252,7 @@ async def test_caller_task_cancelled_mid_turn_still_settles_the_turn(workspace: 
 
 async def test_turn_timeout(workspace: str) -> None:
     events, result = await one_turn(workspace, "@sleep=30", turn_timeout_ms=300)
-    err = result.error  # type: ignore[attr-defined]
+    err = failure(result)
     assert err.kind is ErrorKind.TURN_TIMEOUT and err.retryable
     assert str(err) == "the turn ran past turn_timeout_ms (300 ms)"
     assert isinstance(events[-1], TurnTimedOut)
@@ -231,7 +260,7 @@ async def test_turn_timeout(workspace: str) -> None:
 
 async def test_stall_timeout_names_the_bound(workspace: str) -> None:
     _, result = await one_turn(workspace, "@sleep=30", stall_timeout_ms=300)
-    err = result.error  # type: ignore[attr-defined]
+    err = failure(result)
     assert err.kind is ErrorKind.TURN_CANCELLED
     assert str(err) == "the turn was cancelled after no event for stall_timeout_ms (300 ms)"
 

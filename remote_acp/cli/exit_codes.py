@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXIT_BY_KIND", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "exit_code_for"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_BY_KIND", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "exit_code_for"]
 
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
 
 EXIT_BY_KIND: Final[dict[str, int]] = {
     # 3: the launch itself is misconfigured (fix the command or the workspace)

@@ -20,9 +20,15 @@ LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="remote-acp")
-@click.option("--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr).")
 @click.option(
-    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log line format."
+    "--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr)."
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log line format.",
 )
 def cli(log_level: str, log_format: str) -> None:
     """Run coding agents that speak the Agent Client Protocol, locally or on build hosts."""
@@ -32,7 +38,9 @@ def cli(log_level: str, log_format: str) -> None:
 
 
 @cli.command()
-@click.option("--agent", "agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
+@click.option(
+    "--agent", "agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'."
+)
 @click.option(
     "--workspace",
     default=None,
@@ -65,6 +73,7 @@ def run(
     from pydantic import ValidationError
 
     from ..options import SessionOptions
+    from .exit_codes import EXIT_BROKEN_PIPE
     from .run import run_prompts
 
     bounds = {
@@ -78,7 +87,11 @@ def run(
     except ValidationError as exc:
         raise click.UsageError(str(exc)) from None
     where = os.path.abspath(workspace) if workspace else os.getcwd()
-    sys.exit(anyio.run(run_prompts, options, where, list(prompts), as_json))
+    code = anyio.run(run_prompts, options, where, list(prompts), as_json)
+    if code == EXIT_BROKEN_PIPE:
+        # Keep the interpreter's final flush from failing on the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)
 
 
 def main() -> None:

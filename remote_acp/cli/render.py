@@ -28,7 +28,9 @@ class JsonRenderer:
 class HumanRenderer:
     """Agent text streams to stdout as it arrives; notices and progress go to stderr."""
 
-    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None, show_replay: bool = False) -> None:
+    def __init__(
+        self, out: IO[str] | None = None, err: IO[str] | None = None, show_replay: bool = False
+    ) -> None:
         self._out = out or sys.stdout
         self._err = err or sys.stderr
         self._show_replay = show_replay
@@ -63,7 +65,10 @@ class HumanRenderer:
             status = "failed" if event.error else "done"
             self.note(f"tool {event.tool_name} {status} in {event.duration_ms} ms: {event.message}")
         elif isinstance(event, Malformed):
-            self.note(f"malformed input from the agent: {event.message}" + (f" ({event.detail})" if event.detail else ""))
+            self.note(
+                f"malformed input from the agent: {event.message}"
+                + (f" ({event.detail})" if event.detail else "")
+            )
         elif isinstance(event, TurnEnded):
             self._end_text()
         elif isinstance(event, SessionStarted):

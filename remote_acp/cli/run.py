@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..errors import RemoteAcpError
-from ..options import SessionOptions
 from ..session import Session, open_session
-from .exit_codes import EXIT_INTERRUPTED, exit_code_for
+from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, exit_code_for
 from .render import HumanRenderer, JsonRenderer
+
+if TYPE_CHECKING:
+    from ..options import SessionOptions
 
 __all__ = ["run_prompts"]
 
 
-async def _watch_signals(session_ref: list[Session], interrupted: list[bool], scope: anyio.CancelScope) -> None:
+async def _watch_signals(
+    session_ref: list[Session], interrupted: list[bool], scope: anyio.CancelScope
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             if interrupted or not session_ref:
@@ -51,6 +55,10 @@ async def run_prompts(options: SessionOptions, workspace: str, prompts: list[str
             except RemoteAcpError as exc:
                 final.update(outcome="start_failed", error_kind=exc.kind.value, message=str(exc))
                 code = exit_code_for(exc.kind.value)
+            except BrokenPipeError:
+                # Whoever read our output went away (`| head`): stop quietly, as a pipeline expects.
+                tg.cancel_scope.cancel()
+                return EXIT_BROKEN_PIPE
             tg.cancel_scope.cancel()
     if scope.cancelled_caught or (interrupted and code == 0):
         final.update(outcome=final["outcome"] or "interrupted", message="interrupted")

@@ -1,0 +1,193 @@
+"""Teardown: the fixed order, its bounds, and that no process of the agent's survives.
+
+The autouse orphan check (tests/conftest.py) also proves, after each test, that nothing the
+agent started is still alive, including children that left its process group.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import textwrap
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from remote_acp import ErrorKind, RemoteAcpError, open_session
+from tests.support.agents import fast_options, scripted
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.anyio
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return False
+    return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] != b"Z"
+
+
+def methods(record: Path) -> list[str]:
+    return [json.loads(line).get("method", "<response>") for line in record.read_text().splitlines()]
+
+
+@pytest.mark.both_backends
+async def test_cooperative_agent_is_reaped(workspace: str) -> None:
+    async with open_session(workspace, fast_options(scripted())) as s:
+        pid = s.pid
+        assert pid is not None and alive(pid)
+    assert not alive(pid)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG never blocks; reaped means no zombie
+
+
+async def test_agent_ignoring_sigterm_is_killed_after_the_grace_window(
+    workspace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    # It ignores SIGTERM and keeps running after its stdin closes.
+    options = fast_options(scripted("--ignore-sigterm", "--no-stdin-eof-exit"), stop_grace_ms=300)
+    async with open_session(workspace, options) as s:
+        pid = s.pid
+        assert pid is not None
+    assert not alive(pid)
+    assert "agent did not exit inside the graceful period and was force-terminated" in caplog.messages
+
+
+@pytest.mark.parametrize("mode", ["setsid", "hold-stdout"])
+async def test_descendants_die_with_the_session(workspace: str, tmp_path: Path, mode: str) -> None:
+    pid_file = tmp_path / "child.pid"
+    options = fast_options(scripted("--child", mode, "--child-pid-file", str(pid_file)))
+    async with open_session(workspace, options) as s:
+        result = await s.run_turn("hi")
+        assert result.ok
+        child = int(pid_file.read_text())
+        assert alive(child)
+        if mode == "setsid":
+            assert os.getpgid(child) != s.pid  # it really left the group
+    deadline = time.monotonic() + 2
+    while alive(child) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
+        await anyio.sleep(0.02)
+    assert not alive(child)
+
+
+async def test_descendant_holding_stdout_after_exit_is_released_within_the_bound(
+    workspace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    pid_file = tmp_path / "child.pid"
+    options = fast_options(scripted("--child-pid-file", str(pid_file)), output_drain_ms=400)
+    async with open_session(workspace, options) as s:
+        with anyio.fail_after(3):
+            result = await s.run_turn("@exit-holding-stdout")
+        assert result.error is not None
+        assert result.error.kind is ErrorKind.PORT_EXIT
+        assert (
+            result.error.message
+            == "the agent runtime exited before the session finished collecting its output"
+        )
+        with pytest.raises(RemoteAcpError) as later:
+            await s.run_turn("again")
+        assert later.value.kind is ErrorKind.PORT_EXIT
+        assert (
+            str(later.value) == "the agent runtime exited before the session finished collecting its output"
+        )
+        child = int(pid_file.read_text())
+    records = [r for r in caplog.records if r.getMessage().startswith("agent stdout was not fully collected")]
+    assert len(records) == 1 and records[0].__dict__["drain_bound"] == "0.4s"
+    assert not alive(child)
+
+
+async def test_agent_that_stops_reading_cannot_wedge_turn_or_teardown(workspace: str) -> None:
+    # The agent asks for permission with a 4 MiB option id, so our answer cannot fit in the
+    # pipe, then stops reading stdin for good and never answers the prompt.
+    options = fast_options(scripted(), turn_timeout_ms=500, read_timeout_ms=300, stop_grace_ms=400)
+    with anyio.fail_after(10):
+        async with open_session(workspace, options) as s:
+            result = await s.run_turn("@stop-reading")
+            assert result.error is not None and result.error.kind is ErrorKind.TURN_TIMEOUT
+            with pytest.raises(RemoteAcpError) as busy:
+                await s.run_turn("next")  # the prompt cannot be written: bounded, never wedged
+            assert busy.value.kind is ErrorKind.RESPONSE_TIMEOUT
+            assert str(busy.value) == "timed out waiting for the agent connection to start the turn"
+
+
+CLOSES_STDIN_AGENT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n"); sys.stdout.flush()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["method"] == "initialize":
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1}})
+        elif msg["method"] == "session/new":
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "s"}})
+        elif msg["method"] == "session/prompt":
+            os.close(0)  # stop reading for good, but keep stdout open
+            send({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
+                  "params": {"sessionId": "s", "toolCall": {"toolCallId": "t"},
+                             "options": [{"optionId": "no", "kind": "reject_once", "name": "No"}]}})
+            time.sleep(60)
+    """
+)
+
+
+async def test_failed_write_during_turn_ends_port_exit_after_read_timeout(workspace: str) -> None:
+    options = fast_options([sys.executable, "-c", CLOSES_STDIN_AGENT], read_timeout_ms=300)
+    async with open_session(workspace, options) as s:
+        with anyio.fail_after(3):
+            result = await s.run_turn("hello")
+    assert result.error is not None and result.error.kind is ErrorKind.PORT_EXIT
+    assert str(result.error) == "a write to the agent failed and no answer followed within read_timeout_ms"
+
+
+async def test_session_close_sent_only_when_advertised(workspace: str, tmp_path: Path) -> None:
+    advertised = tmp_path / "a.jsonl"
+    async with open_session(
+        workspace, fast_options(scripted("--advertise", "close", "--record", str(advertised)))
+    ):
+        pass
+    plain = tmp_path / "b.jsonl"
+    async with open_session(workspace, fast_options(scripted("--record", str(plain)))):
+        pass
+    assert methods(advertised) == ["initialize", "session/new", "session/close"]
+    assert methods(plain) == ["initialize", "session/new"]
+
+
+async def test_open_permission_request_is_answered_cancelled_at_teardown(
+    workspace: str, tmp_path: Path
+) -> None:
+    record = tmp_path / "rec.jsonl"
+    options = fast_options(scripted("--record", str(record)), read_timeout_ms=200)
+    async with open_session(workspace, options) as s:
+        # The turn is abandoned while the agent's permission request is still unanswered.
+        async with s.turn("@ignore-cancel @sleep=0.5 @permission") as turn:
+            turn.cancel()
+            async for _ in turn:
+                pass
+        await anyio.sleep(0.6)  # the request arrives between turns
+    answers = [json.loads(line) for line in record.read_text().splitlines()]
+    answers = [a for a in answers if "method" not in a]
+    assert answers and answers[-1]["result"] in (
+        {"outcome": {"outcome": "cancelled"}},
+        {"outcome": {"outcome": "selected", "optionId": "reject"}},
+    )
+
+
+async def test_cancelled_start_still_reaps_the_agent(workspace: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "agent.pid"
+    options = fast_options(scripted("--never-answer", "initialize", "--pid-file", str(pid_file)))
+    with anyio.move_on_after(0.5) as scope:
+        async with open_session(workspace, options):
+            pass
+    assert scope.cancelled_caught
+    assert not alive(int(pid_file.read_text()))
