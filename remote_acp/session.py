@@ -339,6 +339,17 @@ class Session:
             assert turn.ending is not None
             self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
             return True
+        if turn.oversized:
+            # The over-long line came before anything read after it, and it may have been the
+            # answer itself: the outcome cannot be known.
+            self._end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
+            self._finish(
+                turn,
+                TurnFailed,
+                ErrorKind.TURN_OUTCOME_UNKNOWN,
+                "a line from the agent exceeded the connection's line bound",
+            )
+            return True
         if prompt.done.is_set() and prompt.response is not None:
             response = prompt.response
             if turn.ending is not None:
@@ -369,15 +380,6 @@ class Session:
                         ErrorKind.TURN_OUTCOME_UNKNOWN,
                         "the agent's response to the prompt did not decode",
                     )
-            return True
-        if turn.oversized:
-            self._end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
-            self._finish(
-                turn,
-                TurnFailed,
-                ErrorKind.TURN_OUTCOME_UNKNOWN,
-                "a line from the agent exceeded the connection's line bound",
-            )
             return True
         if conn.lost.is_set():
             self._finish(
@@ -543,8 +545,9 @@ class Session:
         )
 
     def on_oversized(self) -> None:
-        if self._turn is not None:
-            self._turn.oversized = True
+        turn = self._turn
+        if turn is not None and not (turn.prompt is not None and turn.prompt.done.is_set()):
+            turn.oversized = True
         else:
             self._sink.append(
                 Malformed(

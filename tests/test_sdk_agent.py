@@ -4,8 +4,7 @@ and what our client writes on the wire checked against the SDK's own schema mode
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -17,7 +16,6 @@ from acp.schema import (
     PromptRequest,
     RequestPermissionResponse,
 )
-from pydantic import BaseModel
 
 from remote_acp import (
     ErrorKind,
@@ -32,6 +30,11 @@ from remote_acp import (
     open_session,
 )
 from tests.support.agents import fast_options, scripted, sdk_agent
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pydantic import BaseModel
 
 pytestmark = pytest.mark.anyio
 
