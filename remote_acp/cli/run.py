@@ -60,7 +60,7 @@ async def run_prompts(options: SessionOptions, workspace: str, prompts: list[str
                 tg.cancel_scope.cancel()
                 return EXIT_BROKEN_PIPE
             tg.cancel_scope.cancel()
-    if scope.cancelled_caught or (interrupted and code == 0):
+    if scope.cancelled_caught or interrupted:
         final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
         code = EXIT_INTERRUPTED
     if isinstance(renderer, JsonRenderer):

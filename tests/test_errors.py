@@ -1,0 +1,144 @@
+"""The error vocabulary: kinds, retry classes, backoff."""
+
+from __future__ import annotations
+
+import pytest
+
+from remote_acp.errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
+
+ALL_KINDS = {
+    "agent_not_found",
+    "invalid_workspace_cwd",
+    "port_exit",
+    "response_error",
+    "response_timeout",
+    "credential_unverified",
+    "turn_cancelled",
+    "turn_input_required",
+    "turn_refused",
+    "turn_token_limit",
+    "turn_request_limit",
+    "turn_outcome_unknown",
+    "turn_failed",
+    "turn_timeout",
+}
+
+RETRYABLE_KINDS = {
+    "port_exit",
+    "response_error",
+    "response_timeout",
+    "turn_failed",
+    "turn_timeout",
+    "turn_request_limit",
+}
+
+
+def test_the_vocabulary_is_exactly_the_design_taxonomy() -> None:
+    assert {kind.value for kind in ErrorKind} == ALL_KINDS
+
+
+def test_kinds_are_strings() -> None:
+    assert isinstance(ErrorKind.PORT_EXIT, str)
+    assert ErrorKind.PORT_EXIT.value == "port_exit"
+    assert f"{ErrorKind.PORT_EXIT}" == "port_exit"
+    assert str(ErrorKind.TURN_TIMEOUT) == "turn_timeout"
+    assert ErrorKind("agent_not_found") is ErrorKind.AGENT_NOT_FOUND
+
+
+def test_retry_classes() -> None:
+    assert {kind.value for kind in RETRYABLE} == RETRYABLE_KINDS
+
+
+@pytest.mark.parametrize("kind", sorted(ErrorKind, key=str))
+def test_error_retryable_follows_its_kind(kind: ErrorKind) -> None:
+    error = RemoteAcpError(kind, "something happened")
+    assert error.retryable is (kind.value in RETRYABLE_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "expected"),
+    [
+        (1, 10_000),
+        (2, 20_000),
+        (3, 40_000),
+        (4, 80_000),
+        (5, 160_000),
+        (6, 300_000),
+        (7, 300_000),
+        (100, 300_000),
+    ],
+)
+def test_backoff_with_the_default_cap(attempt: int, expected: int) -> None:
+    assert retry_backoff_ms(attempt) == expected
+
+
+@pytest.mark.parametrize(
+    ("attempt", "cap", "expected"),
+    [
+        (1, 5_000, 5_000),
+        (1, 10_000, 10_000),
+        (2, 15_000, 15_000),
+        (3, 1_000_000, 40_000),
+        (8, 1_000_000, 1_000_000),
+        (7, 1_000_000, 640_000),
+        (1, 0, 0),
+    ],
+)
+def test_backoff_with_a_custom_cap(attempt: int, cap: int, expected: int) -> None:
+    assert retry_backoff_ms(attempt, cap) == expected
+
+
+def test_backoff_for_a_huge_attempt_number_is_the_cap() -> None:
+    assert retry_backoff_ms(10**9) == 300_000
+    assert retry_backoff_ms(10**18, 123_456) == 123_456
+
+
+@pytest.mark.parametrize("attempt", [0, -1, -100])
+def test_backoff_attempts_count_from_one(attempt: int) -> None:
+    with pytest.raises(ValueError, match=f"^retry attempts count from 1, got {attempt}$"):
+        retry_backoff_ms(attempt)
+
+
+def test_error_carries_kind_message_and_detail() -> None:
+    error = RemoteAcpError(ErrorKind.PORT_EXIT, "exit status 3", detail="boom | traceback")
+    assert error.kind is ErrorKind.PORT_EXIT
+    assert error.message == "exit status 3"
+    assert error.detail == "boom | traceback"
+    assert str(error) == "exit status 3: boom | traceback"
+    assert repr(error) == "RemoteAcpError('port_exit', 'exit status 3: boom | traceback')"
+    assert isinstance(error, Exception)
+
+
+def test_error_without_detail() -> None:
+    error = RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "agent program 'x' was not found")
+    assert error.detail == ""
+    assert str(error) == "agent program 'x' was not found"
+    assert repr(error) == "RemoteAcpError('agent_not_found', \"agent program 'x' was not found\")"
+
+
+def test_backoff_of_a_retryable_error() -> None:
+    error = RemoteAcpError(ErrorKind.RESPONSE_TIMEOUT, "no answer")
+    assert [error.backoff_ms(n) for n in range(1, 8)] == [
+        10_000,
+        20_000,
+        40_000,
+        80_000,
+        160_000,
+        300_000,
+        300_000,
+    ]
+    assert error.backoff_ms(3, 30_000) == 30_000
+
+
+@pytest.mark.parametrize("kind", sorted(ErrorKind, key=str))
+def test_backoff_of_a_final_error_is_none(kind: ErrorKind) -> None:
+    error = RemoteAcpError(kind, "x")
+    if kind.value in RETRYABLE_KINDS:
+        assert error.backoff_ms(1) == 10_000
+    else:
+        assert error.backoff_ms(1) is None
+
+
+def test_backoff_of_a_retryable_error_rejects_attempt_zero() -> None:
+    with pytest.raises(ValueError, match="^retry attempts count from 1, got 0$"):
+        RemoteAcpError(ErrorKind.PORT_EXIT, "x").backoff_ms(0)

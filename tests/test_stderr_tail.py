@@ -1,0 +1,212 @@
+"""StderrTail: a bounded tail of the agent's stderr with secret-looking values masked."""
+
+from __future__ import annotations
+
+import pytest
+
+from remote_acp.stderr_tail import MASK, StderrTail, mask_secrets, secret_values
+
+
+def test_mask_is_three_stars() -> None:
+    assert MASK == "***"
+
+
+# -- secret_values ------------------------------------------------------------------------------
+
+
+def test_secret_values_picks_secret_looking_names() -> None:
+    env = {
+        "OPENAI_API_KEY": "sk-0123456789",
+        "GITHUB_TOKEN": "ghp_abcdefgh",
+        "DB_PASSWORD": "hunter22",
+        "CLIENT_SECRET": "s3cr3t!",
+        "HOME": "/root",
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+    }
+    assert secret_values(env) == ("sk-0123456789", "ghp_abcdefgh", "hunter22", "s3cr3t!")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "API_KEY",
+        "api_key",
+        "MyKey",
+        "ACCESS_TOKEN",
+        "token",
+        "AWS_SECRET_ACCESS_KEY",
+        "PASSWORD",
+        "MYSQL_PASSWD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "SESSION_COOKIE",
+        "AUTH_HEADER",
+        "OAUTH",
+    ],
+)
+def test_secret_looking_names(name: str) -> None:
+    assert secret_values({name: "value-1234"}) == ("value-1234",)
+
+
+@pytest.mark.parametrize("name", ["HOME", "PATH", "USER", "SHELL", "TERM", "LANG", "EDITOR", "PWD"])
+def test_ordinary_names_are_not_secrets(name: str) -> None:
+    assert secret_values({name: "value-1234"}) == ()
+
+
+@pytest.mark.parametrize(("value", "kept"), [("", False), ("a", False), ("abc", False), ("abcd", True)])
+def test_values_shorter_than_four_are_not_masked(value: str, kept: bool) -> None:
+    assert secret_values({"API_KEY": value}) == ((value,) if kept else ())
+
+
+def test_secret_values_are_deduplicated_and_longest_first() -> None:
+    env = {"A_KEY": "abcd", "B_TOKEN": "abcdefgh", "C_SECRET": "abcd", "D_PASSWORD": "abcdef"}
+    assert secret_values(env) == ("abcdefgh", "abcdef", "abcd")
+
+
+# -- mask_secrets -------------------------------------------------------------------------------
+
+
+def test_mask_secrets_replaces_every_occurrence() -> None:
+    assert mask_secrets("key=sk-123 again sk-123.", ["sk-123"]) == "key=*** again ***."
+
+
+def test_mask_secrets_without_secrets_is_identity() -> None:
+    assert mask_secrets("nothing to hide", []) == "nothing to hide"
+    assert mask_secrets("nothing to hide", ["absent"]) == "nothing to hide"
+
+
+def test_overlapping_secrets_mask_fully_when_longest_first() -> None:
+    secrets = secret_values({"LONG_KEY": "abcdefgh", "SHORT_KEY": "abcd"})
+    assert mask_secrets("x abcdefgh y abcd z", secrets) == "x *** y *** z"
+
+
+# -- StderrTail ---------------------------------------------------------------------------------
+
+
+def test_empty_tail() -> None:
+    tail = StderrTail()
+    assert tail.lines() == []
+    assert tail.report() == "no standard-error output"
+    assert tail.total_bytes == 0
+
+
+def test_lines_are_kept_and_joined_in_the_report() -> None:
+    tail = StderrTail()
+    tail.feed(b"first line\nsec")
+    tail.feed(b"ond line\n")
+    tail.feed(b"unterminated")
+    assert tail.lines() == ["first line", "second line", "unterminated"]
+    assert tail.report() == "first line | second line | unterminated"
+    assert tail.total_bytes == 35
+
+
+def test_blank_lines_are_dropped_and_carriage_returns_stripped() -> None:
+    tail = StderrTail()
+    tail.feed(b"\n\n  \r\nwindows line\r\n\t\nlast\r\n")
+    assert tail.lines() == ["windows line", "last"]
+
+
+def test_only_blank_output_reads_as_none() -> None:
+    tail = StderrTail()
+    tail.feed(b"\n \n\r\n")
+    assert tail.lines() == []
+    assert tail.report() == "no standard-error output"
+    assert tail.total_bytes == 5
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    tail = StderrTail()
+    tail.feed(b"bad \xff byte\n")
+    assert tail.lines() == ["bad \ufffd byte"]
+
+
+def test_secrets_are_masked_in_lines_and_report() -> None:
+    tail = StderrTail(secrets=secret_values({"OPENAI_API_KEY": "sk-live-abcdef", "HOME": "/root"}))
+    tail.feed(b"Error: invalid key sk-live-abcdef for /root\n")
+    assert tail.lines() == ["Error: invalid key *** for /root"]
+    assert tail.report() == "Error: invalid key *** for /root"
+
+
+def test_secret_split_across_feeds_is_still_masked() -> None:
+    tail = StderrTail(secrets=["sk-live-abcdef"])
+    tail.feed(b"key sk-li")
+    tail.feed(b"ve-abcdef end\n")
+    assert tail.report() == "key *** end"
+
+
+def test_secrets_can_be_set_after_creation() -> None:
+    tail = StderrTail()
+    tail.feed(b"token=tok-9999\n")
+    tail.secrets = ("tok-9999",)
+    assert tail.report() == "token=***"
+
+
+def test_tail_keeps_only_the_last_bytes_and_says_so() -> None:
+    tail = StderrTail(limit=16)
+    tail.feed(b"line-1\nline-2\nline-3\nline-4\n")  # 28 bytes; the last 16 begin inside "line-2"
+    assert tail.lines() == ["line-3", "line-4"]
+    assert tail.report() == "[earlier output omitted] line-3 | line-4"
+    assert tail.total_bytes == 28
+
+
+def test_a_line_cut_by_the_bound_is_dropped_so_no_secret_is_half_kept() -> None:
+    tail = StderrTail(limit=20, secrets=["SECRETVALUE123"])
+    # The bound falls inside the secret: the half-kept line must not show its tail end.
+    tail.feed(b"key=SECRETVALUE123\nok\n")  # 22 bytes; the last 20 start at "CRETVALUE123"
+    assert tail.lines() == ["ok"]
+    assert tail.report() == "[earlier output omitted] ok"
+    assert "VALUE123" not in tail.report()
+
+
+def test_cut_tail_without_a_complete_line() -> None:
+    tail = StderrTail(limit=8)
+    tail.feed(b"x" * 100)
+    assert tail.lines() == []
+    assert tail.report() == "earlier standard-error output omitted"
+    assert tail.total_bytes == 100
+
+
+def test_default_bound_is_8_kib() -> None:
+    tail = StderrTail()
+    for n in range(2000):
+        tail.feed(f"stderr line number {n:05d}\n".encode())  # 25 bytes each, 50,000 in all
+    lines = tail.lines()
+    assert tail.total_bytes == 50_000
+    assert sum(len(line) + 1 for line in lines) <= 8192
+    assert lines[-1] == "stderr line number 01999"
+    # 8192 bytes hold 327 whole lines and part of one more, which is dropped.
+    assert len(lines) == 327
+    assert lines[0] == "stderr line number 01673"
+    assert tail.report().startswith("[earlier output omitted] stderr line number 01673 | ")
+
+
+def test_flood_keeps_memory_bounded_and_the_tail_current() -> None:
+    tail = StderrTail(limit=64)
+    for _ in range(10_000):
+        tail.feed(b"noise noise noise\n")
+    tail.feed(b"the real error\n")
+    assert tail.lines()[-1] == "the real error"
+    assert tail.total_bytes == 10_000 * 18 + 15
+    assert len(tail.report()) < 200
+
+
+def test_lines_can_be_read_repeatedly_and_feeding_goes_on() -> None:
+    tail = StderrTail(limit=12)
+    tail.feed(b"aaaa\nbbbb\n")
+    assert tail.lines() == ["aaaa", "bbbb"]
+    assert tail.lines() == ["aaaa", "bbbb"]
+    tail.feed(b"cccc\n")
+    assert tail.lines() == ["bbbb", "cccc"]
+    assert tail.report() == "[earlier output omitted] bbbb | cccc"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="stderr_tail.py:65-67 always drops the first kept line after a cut, even when the cut "
+    "falls exactly on a line boundary and that line is complete",
+)
+def test_complete_line_right_after_the_cut_is_kept() -> None:
+    tail = StderrTail(limit=10)
+    tail.feed(b"aaaaaaaaa\nbbbbbbbbb\n")  # the last 10 bytes are exactly the complete line b"bbbbbbbbb\n"
+    assert tail.lines() == ["bbbbbbbbb"]
+    assert tail.report() == "[earlier output omitted] bbbbbbbbb"
