@@ -31,9 +31,7 @@ def test_version() -> None:
 
 
 def test_human_run_streams_text_and_ends_with_session_and_outcome(workspace: str) -> None:
-    done = cli(
-        "run", "--agent", AGENT, "--workspace", workspace, "@chunks=4 @permission hello there", "second turn"
-    )
+    done = cli("run", "--agent", AGENT, "--workspace", workspace, "@chunks=4 @permission hello there", "second turn")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "permission outcome: selected reject\nhello there\nsecond turn\n"
     assert "refused a permission request because this run is unattended" in done.stderr

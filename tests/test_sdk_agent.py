@@ -172,7 +172,7 @@ async def test_client_messages_conform_to_sdk_schema(workspace: str, tmp_path: P
         assert turn.result is not None and turn.result.outcome == "turn_cancelled"
 
     messages = [json.loads(line) for line in record.read_text().splitlines()]
-    by_method = {
+    by_method: dict[str, type[BaseModel]] = {
         "initialize": InitializeRequest,
         "session/new": NewSessionRequest,
         "session/prompt": PromptRequest,
