@@ -58,6 +58,8 @@ class Event:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, datetime):
+                if value.tzinfo is not None:
+                    value = value.astimezone(UTC)
                 value = value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             out[f.name] = value
         return out

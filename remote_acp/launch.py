@@ -62,7 +62,7 @@ class LaunchTarget(Protocol):
         """Whether the runtime runs on another machine (no tool servers, no measurement)."""
         ...
 
-    def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+    async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
         """Validate the workspace and command and build the spec.
 
         :raises RemoteAcpError: ``invalid_workspace_cwd`` or ``agent_not_found``.
@@ -93,11 +93,14 @@ def command_argv(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def resolve_program(program: str, path: str | None) -> str:
-    """The executable ``program`` names: a path as is, a bare name looked up on ``path``.
+def resolve_program(program: str, path: str | None, cwd: str | None = None) -> str:
+    """The executable ``program`` names: a bare name looked up on ``path``; a path as is, a
+    relative one taken from ``cwd`` (where the child will run).
 
     :raises RemoteAcpError: ``agent_not_found``.
     """
+    if cwd is not None and os.sep in program and not os.path.isabs(program):
+        program = os.path.join(cwd, program)
     found = shutil.which(program, path=path)
     if found is None:
         where = "" if os.sep in program else " on PATH"
@@ -115,15 +118,11 @@ def check_local_workspace(workspace: str) -> str:
     if not workspace or not workspace.strip():
         raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path is empty")
     if not os.path.isabs(workspace):
-        raise RemoteAcpError(
-            ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute"
-        )
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute")
     if not os.path.exists(workspace):
         raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} does not exist")
     if not os.path.isdir(workspace):
-        raise RemoteAcpError(
-            ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} is not a directory"
-        )
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} is not a directory")
     return workspace
 
 
@@ -154,11 +153,11 @@ class LocalTarget:
         env.update(self.extra_env)
         return env
 
-    def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+    async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
         cwd = check_local_workspace(workspace)
         argv = command_argv(command)
         env = self.environment()
-        argv[0] = resolve_program(argv[0], env.get("PATH", os.defpath))
+        argv[0] = resolve_program(argv[0], env.get("PATH", os.defpath), cwd)
         return LaunchSpec(argv=argv, env=env, cwd=cwd, target=self.label, secrets=secret_values(env))
 
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:

@@ -51,7 +51,12 @@ def cap_text(text: str, cap: int = MESSAGE_CAP) -> str:
 
 
 def normalize_tool_kind(kind: Any) -> str:
-    return kind if kind in TOOL_KINDS else "other"
+    return kind if isinstance(kind, str) and kind in TOOL_KINDS else "other"
+
+
+def _terminal_status(status: Any) -> bool:
+    # JSON values may be lists or objects, which cannot be looked up in a set.
+    return isinstance(status, str) and status in TERMINAL_TOOL_STATUSES
 
 
 class Normalizer:
@@ -90,9 +95,7 @@ class Normalizer:
             self._malformed(emit, "received a session update without parameters")
             return
         if self.session_id is not None and params.get("sessionId") != self.session_id:
-            log.debug(
-                "dropping session/update for a foreign session", extra={"foreign": params.get("sessionId")}
-            )
+            log.debug("dropping session/update for a foreign session", extra={"foreign": params.get("sessionId")})
             return
         update = params.get("update")
         if type(update) is not dict:
@@ -102,7 +105,7 @@ class Normalizer:
         handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             handler(update, emit)
-        elif kind in SILENT_UPDATES:
+        elif isinstance(kind, str) and kind in SILENT_UPDATES:
             log.debug("session update without an event", extra={"session_update": kind})
         else:
             if not self._unknown_logged:
@@ -181,7 +184,7 @@ class Normalizer:
             self._malformed(emit, "received a tool call without a tool call id")
             return
         self._tools[call_id] = (normalize_tool_kind(update.get("kind")), time.monotonic())
-        if update.get("status") in TERMINAL_TOOL_STATUSES:
+        if _terminal_status(update.get("status")):
             # Some runtimes announce a call that already finished; it still gets its result.
             self._tool_call_update(update, emit)
 
@@ -194,7 +197,7 @@ class Normalizer:
             kind = normalize_tool_kind(update["kind"])
             self._tools[call_id] = (kind, started)
         status = update.get("status")
-        if status not in TERMINAL_TOOL_STATUSES:
+        if not _terminal_status(status):
             return
         del self._tools[call_id]
         self.flush(emit)
@@ -229,8 +232,4 @@ class Normalizer:
 
     def _malformed(self, emit: Emit, message: str, detail: str = "") -> None:
         self.flush(emit)
-        emit(
-            Malformed(
-                timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=message, detail=detail
-            )
-        )
+        emit(Malformed(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=message, detail=detail))

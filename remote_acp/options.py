@@ -27,9 +27,7 @@ class SessionOptions(BaseModel):
         description="Bound of every synchronous wait: session/new, accepting a turn, the answer after "
         "session/cancel, the end of stream after a failed write.",
     )
-    turn_timeout_ms: PositiveMs = Field(
-        3_600_000, description="A turn running longer is cancelled (turn_timeout)."
-    )
+    turn_timeout_ms: PositiveMs = Field(3_600_000, description="A turn running longer is cancelled (turn_timeout).")
     stall_timeout_ms: int = Field(
         300_000, description="A turn with no event for this long is cancelled; 0 or less disables it."
     )
@@ -37,9 +35,7 @@ class SessionOptions(BaseModel):
     initialize_floor_ms: PositiveMs = Field(
         60_000, description="initialize waits max(read_timeout_ms, this): some runtimes start slowly."
     )
-    max_line_bytes: PositiveMs = Field(
-        DEFAULT_MAX_LINE_BYTES, description="Longest line accepted from the agent."
-    )
+    max_line_bytes: PositiveMs = Field(DEFAULT_MAX_LINE_BYTES, description="Longest line accepted from the agent.")
     max_retry_backoff_ms: PositiveMs = Field(300_000, description="Cap of the retry backoff.")
     output_drain_ms: PositiveMs = Field(
         5_000,

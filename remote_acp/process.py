@@ -59,9 +59,7 @@ class ExitStatus:
 class AgentProcess:
     """One running agent process and the file descriptors connecting us to it."""
 
-    def __init__(
-        self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int, tail: StderrTail
-    ):
+    def __init__(self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int, tail: StderrTail):
         self._popen = popen
         self.pid = popen.pid
         self._stdin: int | None = stdin

@@ -141,7 +141,7 @@ class Session:
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         options = self._options
-        spec = self._target.prepare(options.command, self._workspace)
+        spec = await self._target.prepare(options.command, self._workspace)
         self._process = process = AgentProcess.spawn(spec, stderr_tail_bytes=options.stderr_tail_bytes)
         self.log.bind(pid=process.pid)
         self._normalizer.pid = process.pid
@@ -169,9 +169,7 @@ class Session:
         if caps.session_capabilities.close is not None:
             self._close_method = "session/close"
 
-        raw = await self._call(
-            "session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms
-        )
+        raw = await self._call("session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms)
         try:
             new = NewSessionResult.model_validate(raw)
         except ValidationError:
@@ -370,9 +368,7 @@ class Session:
                 stop = result.get("stopReason") if isinstance(result, dict) else None
                 if isinstance(result, dict) and "stopReason" in result:
                     d = disposition_for_stop_reason(stop, cancel_requested=turn.cancel_sent_at is not None)
-                    self._finish(
-                        turn, d.event, d.error_kind, d.message, stop if isinstance(stop, str) else None
-                    )
+                    self._finish(turn, d.event, d.error_kind, d.message, stop if isinstance(stop, str) else None)
                 else:
                     self._finish(
                         turn,
@@ -382,9 +378,7 @@ class Session:
                     )
             return True
         if conn.lost.is_set():
-            self._finish(
-                turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail()
-            )
+            self._finish(turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail())
             return True
         if turn.write_failed_at is not None and now >= turn.write_failed_at + self._read_s:
             self._finish(
@@ -394,11 +388,7 @@ class Session:
                 "a write to the agent failed and no answer followed within read_timeout_ms",
             )
             return True
-        if (
-            turn.ending is not None
-            and turn.cancel_sent_at is not None
-            and now >= turn.cancel_sent_at + self._read_s
-        ):
+        if turn.ending is not None and turn.cancel_sent_at is not None and now >= turn.cancel_sent_at + self._read_s:
             self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
             return True
         return False
@@ -496,9 +486,7 @@ class Session:
                 )
             )
         else:
-            self.log.debug(
-                "answering an unknown agent request with method not found", extra={"method": method}
-            )
+            self.log.debug("answering an unknown agent request with method not found", extra={"method": method})
             conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
 
     def _on_permission(self, request: Request) -> None:
@@ -527,9 +515,7 @@ class Session:
     def _notice(self, message: str) -> None:
         self._normalizer.flush(self._sink.append)
         self._sink.append(
-            Notification(
-                timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None, message=message
-            )
+            Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None, message=message)
         )
 
     def on_malformed(self, malformed: MalformedLine) -> None:
@@ -642,9 +628,7 @@ class Session:
             await call.done.wait()
         if not call.done.is_set():
             conn.abandon(call)
-            self.log.warning(
-                "%s did not complete before the wait ended", method, extra={"bound_s": round(bound, 3)}
-            )
+            self.log.warning("%s did not complete before the wait ended", method, extra={"bound_s": round(bound, 3)})
         elif call.response is None:
             self.log.debug("%s call did not complete", method)
         elif call.response.error is not None:

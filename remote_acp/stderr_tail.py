@@ -41,6 +41,7 @@ class StderrTail:
         self._limit = limit
         self._buf = bytearray()
         self._cut = False
+        self._cut_mid_line = False
         self._total = 0
         self.secrets = tuple(secrets)
 
@@ -56,15 +57,17 @@ class StderrTail:
             self._trim()
 
     def _trim(self) -> None:
-        if len(self._buf) > self._limit:
-            del self._buf[: len(self._buf) - self._limit]
+        drop = len(self._buf) - self._limit
+        if drop > 0:
+            self._cut_mid_line = self._buf[drop - 1] != 0x0A  # the kept bytes start mid-line
+            del self._buf[:drop]
             self._cut = True
 
     def lines(self) -> list[str]:
         """The kept lines, masked. A line cut by the bound is dropped, so no secret is half-kept."""
         self._trim()
         data = bytes(self._buf)
-        if self._cut:
+        if self._cut_mid_line:
             newline = data.find(b"\n")
             data = data[newline + 1 :] if newline >= 0 else b""
         text = mask_secrets(data.decode("utf-8", "replace"), self.secrets)

@@ -46,18 +46,14 @@ class SessionCapabilities(_Tolerant):
 
 class AgentCapabilities(_Tolerant):
     load_session: bool = Field(False, alias="loadSession")
-    session_capabilities: SessionCapabilities = Field(
-        default_factory=SessionCapabilities, alias="sessionCapabilities"
-    )
+    session_capabilities: SessionCapabilities = Field(default_factory=SessionCapabilities, alias="sessionCapabilities")
     mcp_capabilities: dict[str, Any] = Field(default_factory=dict, alias="mcpCapabilities")
     prompt_capabilities: dict[str, Any] = Field(default_factory=dict, alias="promptCapabilities")
 
 
 class InitializeResult(_Tolerant):
     protocol_version: int = Field(alias="protocolVersion")
-    agent_capabilities: AgentCapabilities = Field(
-        default_factory=AgentCapabilities, alias="agentCapabilities"
-    )
+    agent_capabilities: AgentCapabilities = Field(default_factory=AgentCapabilities, alias="agentCapabilities")
     auth_methods: list[Any] = Field(default_factory=list, alias="authMethods")
     agent_info: AgentInfo | None = Field(None, alias="agentInfo")
 

@@ -24,9 +24,7 @@ from remote_acp.events import TurnCancelled, TurnCompleted, TurnFailed
         ),
         (
             "max_tokens",
-            Disposition(
-                TurnFailed, ErrorKind.TURN_TOKEN_LIMIT, "the agent stopped at its token limit for the turn"
-            ),
+            Disposition(TurnFailed, ErrorKind.TURN_TOKEN_LIMIT, "the agent stopped at its token limit for the turn"),
         ),
         (
             "max_turn_requests",
@@ -199,9 +197,7 @@ def test_choose_refusal_without_an_options_list(params: Any) -> None:
 
 def test_choose_refusal_tolerates_extra_fields() -> None:
     params = {
-        "options": [
-            {"optionId": "no", "kind": "reject_once", "name": "No", "_meta": {"x": 1}, "extra": True}
-        ],
+        "options": [{"optionId": "no", "kind": "reject_once", "name": "No", "_meta": {"x": 1}, "extra": True}],
         "_meta": {},
     }
     assert choose_refusal(params) == "no"

@@ -207,7 +207,7 @@ def good_stream(draw: st.DrawFn) -> tuple[int, list[bytes], list[bytes], bool]:
 
 
 @given(good_stream())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=250, deadline=None)
 def test_property_lines_within_bound_come_out_in_order(
     case: tuple[int, list[bytes], list[bytes], bool],
 ) -> None:
@@ -242,7 +242,7 @@ def mixed_stream(draw: st.DrawFn) -> tuple[int, list[bytes | None], list[bytes]]
 
 
 @given(mixed_stream())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=250, deadline=None)
 def test_property_oversized_lines_yield_one_marker_each_and_framing_resynchronizes(
     case: tuple[int, list[bytes | None], list[bytes]],
 ) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
 from remote_acp.errors import ErrorKind, RemoteAcpError
@@ -13,7 +15,13 @@ from remote_acp.launch import LaunchSpec, LocalTarget, check_local_workspace, co
 from remote_acp.stderr_tail import secret_values
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
+
+
+def prepare(target: LocalTarget, command: str | list[str], workspace: str) -> LaunchSpec:
+    """LaunchTarget.prepare is async (an ssh target asks ssh for its config); run it here."""
+    return anyio.run(target.prepare, command, workspace)
 
 
 def make_program(directory: Path, name: str, *, executable: bool = True) -> Path:
@@ -24,9 +32,14 @@ def make_program(directory: Path, name: str, *, executable: bool = True) -> Path
     return path
 
 
-def raises_kind(kind: ErrorKind, message: str) -> pytest.RaisesExc[RemoteAcpError]:
-    """Expect a RemoteAcpError of ``kind`` whose message is exactly ``message``."""
-    return pytest.raises(RemoteAcpError, check=lambda e: e.kind is kind and e.message == message)
+@contextmanager
+def raises_kind(kind: ErrorKind, message: str) -> Iterator[pytest.ExceptionInfo[RemoteAcpError]]:
+    """Expect a RemoteAcpError of ``kind`` whose message is exactly ``message`` (and no detail)."""
+    with pytest.raises(RemoteAcpError) as info:
+        yield info
+    assert info.value.kind is kind
+    assert info.value.message == message
+    assert str(info.value) == message
 
 
 # -- command_argv -------------------------------------------------------------------------------
@@ -226,7 +239,7 @@ def test_target_identity() -> None:
 
 def test_prepare_builds_the_spec(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REMOTE_ACP_TEST_API_KEY", "sk-test-0123456789")
-    spec = LocalTarget().prepare("my-agent --acp 'two words'", ws)
+    spec = prepare(LocalTarget(), "my-agent --acp 'two words'", ws)
     assert spec == LaunchSpec(
         argv=[str(agent_bin / "my-agent"), "--acp", "two words"],
         env=dict(os.environ),
@@ -243,7 +256,7 @@ def test_prepare_gives_the_child_the_full_parent_environment(
     agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SOME_UNRELATED_VARIABLE", "kept")
-    spec = LocalTarget().prepare(["my-agent"], ws)
+    spec = prepare(LocalTarget(), ["my-agent"], ws)
     assert spec.env == dict(os.environ)
     assert spec.env["SOME_UNRELATED_VARIABLE"] == "kept"
     assert spec.env is not os.environ
@@ -251,14 +264,14 @@ def test_prepare_gives_the_child_the_full_parent_environment(
 
 def test_prepare_does_not_change_the_callers_list(agent_bin: Path, ws: str) -> None:
     command = ["my-agent", "--acp"]
-    spec = LocalTarget().prepare(command, ws)
+    spec = prepare(LocalTarget(), command, ws)
     assert command == ["my-agent", "--acp"]
     assert spec.argv == [str(agent_bin / "my-agent"), "--acp"]
 
 
 def test_prepare_with_an_absolute_program(tmp_path: Path, ws: str) -> None:
     program = make_program(tmp_path / "opt", "agent")
-    spec = LocalTarget().prepare([str(program), "acp"], ws)
+    spec = prepare(LocalTarget(), [str(program), "acp"], ws)
     assert spec.argv == [str(program), "acp"]
 
 
@@ -268,7 +281,7 @@ def test_env_allow_narrows_the_environment(agent_bin: Path, ws: str, monkeypatch
     monkeypatch.setenv("DROP_ME", "2")
     monkeypatch.setenv("DROP_API_KEY", "sk-dropped-value")
     monkeypatch.delenv("ALSO_ALLOWED_BUT_UNSET", raising=False)
-    spec = LocalTarget(env_allow=("KEEP_ME", "ALSO_ALLOWED_BUT_UNSET")).prepare(["my-agent"], ws)
+    spec = prepare(LocalTarget(env_allow=("KEEP_ME", "ALSO_ALLOWED_BUT_UNSET")), ["my-agent"], ws)
     assert spec.env == {"PATH": str(agent_bin), "HOME": "/home/someone", "KEEP_ME": "1"}
     assert spec.secrets == ()
 
@@ -276,7 +289,7 @@ def test_env_allow_narrows_the_environment(agent_bin: Path, ws: str, monkeypatch
 def test_extra_env_adds_and_overrides(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OVERRIDDEN", "old")
     target = LocalTarget(extra_env={"OVERRIDDEN": "new", "ADDED_TOKEN": "tok-abcdef"})
-    spec = target.prepare(["my-agent"], ws)
+    spec = prepare(target, ["my-agent"], ws)
     assert spec.env["OVERRIDDEN"] == "new"
     assert spec.env["ADDED_TOKEN"] == "tok-abcdef"
     assert "tok-abcdef" in spec.secrets
@@ -286,48 +299,48 @@ def test_extra_env_adds_and_overrides(agent_bin: Path, ws: str, monkeypatch: pyt
 def test_extra_env_applies_after_env_allow(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", "/root")
     target = LocalTarget(env_allow=(), extra_env={"ONLY_EXTRA": "x"})
-    assert target.prepare(["my-agent"], ws).env == {"PATH": str(agent_bin), "HOME": "/root", "ONLY_EXTRA": "x"}
+    assert prepare(target, ["my-agent"], ws).env == {"PATH": str(agent_bin), "HOME": "/root", "ONLY_EXTRA": "x"}
 
 
 def test_program_is_resolved_on_the_childs_path(tmp_path: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     other_bin = tmp_path / "other-bin"
     program = make_program(other_bin, "only-there")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    spec = LocalTarget(extra_env={"PATH": str(other_bin)}).prepare(["only-there"], ws)
+    spec = prepare(LocalTarget(extra_env={"PATH": str(other_bin)}), ["only-there"], ws)
     assert spec.argv == [str(program)]
 
 
 def test_without_path_the_default_search_path_is_used(ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PATH")
     assert os.defpath.split(os.pathsep)[0] == "/bin"
-    spec = LocalTarget().prepare(["sh", "-c", "true"], ws)
+    spec = prepare(LocalTarget(), ["sh", "-c", "true"], ws)
     assert spec.argv == ["/bin/sh", "-c", "true"]
     assert "PATH" not in spec.env
 
 
 def test_missing_program_is_agent_not_found(agent_bin: Path, ws: str) -> None:
     with raises_kind(ErrorKind.AGENT_NOT_FOUND, "agent program 'nope' was not found on PATH or is not executable"):
-        LocalTarget().prepare("nope --acp", ws)
+        prepare(LocalTarget(), "nope --acp", ws)
 
 
 def test_prepare_with_an_empty_command_is_agent_not_found(agent_bin: Path, ws: str) -> None:
     with raises_kind(ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only"):
-        LocalTarget().prepare("  ", ws)
+        prepare(LocalTarget(), "  ", ws)
 
 
 def test_bad_workspace_is_reported_before_a_bad_command(agent_bin: Path, tmp_path: Path) -> None:
     missing = str(tmp_path / "missing")
     with raises_kind(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {missing!r} does not exist"):
-        LocalTarget().prepare("", missing)
+        prepare(LocalTarget(), "", missing)
     with raises_kind(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path 'rel' is not absolute"):
-        LocalTarget().prepare("nope", "rel")
+        prepare(LocalTarget(), "nope", "rel")
 
 
 def test_file_workspace_is_invalid(agent_bin: Path, tmp_path: Path) -> None:
     file = tmp_path / "f"
     file.write_text("")
     with raises_kind(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {str(file)!r} is not a directory"):
-        LocalTarget().prepare("my-agent", str(file))
+        prepare(LocalTarget(), "my-agent", str(file))
 
 
 def test_non_executable_program_is_agent_not_found(tmp_path: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,15 +349,9 @@ def test_non_executable_program_is_agent_not_found(tmp_path: Path, ws: str, monk
     assert not program.stat().st_mode & stat.S_IXUSR
     monkeypatch.setenv("PATH", str(bin_dir))
     with raises_kind(ErrorKind.AGENT_NOT_FOUND, "agent program 'my-agent' was not found on PATH or is not executable"):
-        LocalTarget().prepare(["my-agent"], ws)
+        prepare(LocalTarget(), ["my-agent"], ws)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RemoteAcpError,
-    reason="launch.py:156 resolves a relative program path against this process's cwd, but the child "
-    "runs with cwd=workspace, where POSIX exec resolves it",
-)
 def test_relative_program_is_resolved_where_it_will_run(
     tmp_path: Path, ws: str, agent_bin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -352,7 +359,7 @@ def test_relative_program_is_resolved_where_it_will_run(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    spec = LocalTarget().prepare(["./tools/local-agent", "--acp"], ws)
+    spec = prepare(LocalTarget(), ["./tools/local-agent", "--acp"], ws)
     assert spec.cwd == ws
     assert os.path.samefile(os.path.join(ws, spec.argv[0]), program)
     assert spec.argv[1:] == ["--acp"]

@@ -104,8 +104,7 @@ def chunk_texts(messages: list[Json]) -> list[str]:
     return [
         m["params"]["update"]["content"]["text"]
         for m in messages
-        if m.get("method") == "session/update"
-        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        if m.get("method") == "session/update" and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
     ]
 
 

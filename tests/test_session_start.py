@@ -28,9 +28,7 @@ async def start_error(workspace: str, *args: str, **overrides: object) -> Remote
 @pytest.mark.both_backends
 async def test_handshake_records_session_and_agent(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "record.jsonl"
-    async with open_session(
-        workspace, fast_options(scripted("--record", str(record), "--name", "demo"))
-    ) as s:
+    async with open_session(workspace, fast_options(scripted("--record", str(record), "--name", "demo"))) as s:
         assert s.info is not None
         assert s.session_id == "sess-1"
         assert s.pid is not None and s.info.pid == s.pid

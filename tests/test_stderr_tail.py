@@ -200,11 +200,6 @@ def test_lines_can_be_read_repeatedly_and_feeding_goes_on() -> None:
     assert tail.report() == "[earlier output omitted] bbbb | cccc"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stderr_tail.py:65-67 always drops the first kept line after a cut, even when the cut "
-    "falls exactly on a line boundary and that line is complete",
-)
 def test_complete_line_right_after_the_cut_is_kept() -> None:
     tail = StderrTail(limit=10)
     tail.feed(b"aaaaaaaaa\nbbbbbbbbb\n")  # the last 10 bytes are exactly the complete line b"bbbbbbbbb\n"

@@ -90,16 +90,11 @@ async def test_descendant_holding_stdout_after_exit_is_released_within_the_bound
             result = await s.run_turn("@exit-holding-stdout")
         assert result.error is not None
         assert result.error.kind is ErrorKind.PORT_EXIT
-        assert (
-            result.error.message
-            == "the agent runtime exited before the session finished collecting its output"
-        )
+        assert result.error.message == "the agent runtime exited before the session finished collecting its output"
         with pytest.raises(RemoteAcpError) as later:
             await s.run_turn("again")
         assert later.value.kind is ErrorKind.PORT_EXIT
-        assert (
-            str(later.value) == "the agent runtime exited before the session finished collecting its output"
-        )
+        assert str(later.value) == "the agent runtime exited before the session finished collecting its output"
         child = int(pid_file.read_text())
     records = [r for r in caplog.records if r.getMessage().startswith("agent stdout was not fully collected")]
     assert len(records) == 1 and records[0].__dict__["drain_bound"] == "0.4s"
@@ -152,9 +147,7 @@ async def test_failed_write_during_turn_ends_port_exit_after_read_timeout(worksp
 
 async def test_session_close_sent_only_when_advertised(workspace: str, tmp_path: Path) -> None:
     advertised = tmp_path / "a.jsonl"
-    async with open_session(
-        workspace, fast_options(scripted("--advertise", "close", "--record", str(advertised)))
-    ):
+    async with open_session(workspace, fast_options(scripted("--advertise", "close", "--record", str(advertised)))):
         pass
     plain = tmp_path / "b.jsonl"
     async with open_session(workspace, fast_options(scripted("--record", str(plain)))):
@@ -163,9 +156,7 @@ async def test_session_close_sent_only_when_advertised(workspace: str, tmp_path:
     assert methods(plain) == ["initialize", "session/new"]
 
 
-async def test_open_permission_request_is_answered_cancelled_at_teardown(
-    workspace: str, tmp_path: Path
-) -> None:
+async def test_open_permission_request_is_answered_cancelled_at_teardown(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "rec.jsonl"
     options = fast_options(scripted("--record", str(record)), read_timeout_ms=200)
     async with open_session(workspace, options) as s:

@@ -37,9 +37,7 @@ def failure(result: TurnResult) -> RemoteAcpError:
     return result.error
 
 
-async def one_turn(
-    workspace: str, prompt: str, *args: str, **overrides: object
-) -> tuple[list[Event], TurnResult]:
+async def one_turn(workspace: str, prompt: str, *args: str, **overrides: object) -> tuple[list[Event], TurnResult]:
     events: list[Event] = []
     async with open_session(workspace, fast_options(scripted(*args), **overrides)) as s:
         result = await s.run_turn(prompt, events.append)
@@ -81,9 +79,7 @@ async def test_turns_share_one_process_and_session(workspace: str, tmp_path: Pat
             assert s.pid == pid
     prompts = [json.loads(line) for line in record.read_text().splitlines()]
     prompts = [m for m in prompts if m.get("method") == "session/prompt"]
-    assert [p["params"]["prompt"] for p in prompts] == [
-        [{"type": "text", "text": w}] for w in ("one", "two", "three")
-    ]
+    assert [p["params"]["prompt"] for p in prompts] == [[{"type": "text", "text": w}] for w in ("one", "two", "three")]
     assert {p["params"]["sessionId"] for p in prompts} == {"sess-1"}
 
 
@@ -117,9 +113,7 @@ async def test_turns_share_one_process_and_session(workspace: str, tmp_path: Pat
         ),
     ],
 )
-async def test_stop_reasons(
-    workspace: str, stop: str, kind: ErrorKind, message: str, retryable: bool
-) -> None:
+async def test_stop_reasons(workspace: str, stop: str, kind: ErrorKind, message: str, retryable: bool) -> None:
     events, result = await one_turn(workspace, f"@stop={stop} hi")
     assert result.error is not None
     err: RemoteAcpError = result.error
@@ -167,9 +161,7 @@ async def test_second_turn_in_flight_is_refused_before_reaching_agent(workspace:
             async for _ in first:
                 pass
         assert first.result is not None and first.result.ok
-    prompts = [
-        m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/prompt"
-    ]
+    prompts = [m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/prompt"]
     assert len(prompts) == 1
 
 
@@ -225,9 +217,7 @@ async def test_cancel_sends_one_session_cancel_and_waits_for_answer(workspace: s
         assert turn.result.stop_reason == "cancelled"  # the runtime's own answer decided the end
         follow_up = await s.run_turn("next")
         assert follow_up.ok
-    cancels = [
-        m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/cancel"
-    ]
+    cancels = [m for m in map(json.loads, record.read_text().splitlines()) if m.get("method") == "session/cancel"]
     assert cancels == [{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "sess-1"}}]
 
 

@@ -20,9 +20,7 @@ LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="remote-acp")
-@click.option(
-    "--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr)."
-)
+@click.option("--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr).")
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
@@ -38,9 +36,7 @@ def cli(log_level: str, log_format: str) -> None:
 
 
 @cli.command()
-@click.option(
-    "--agent", "agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'."
-)
+@click.option("--agent", "agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
 @click.option(
     "--workspace",
     default=None,

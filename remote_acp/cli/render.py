@@ -28,9 +28,7 @@ class JsonRenderer:
 class HumanRenderer:
     """Agent text streams to stdout as it arrives; notices and progress go to stderr."""
 
-    def __init__(
-        self, out: IO[str] | None = None, err: IO[str] | None = None, show_replay: bool = False
-    ) -> None:
+    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None, show_replay: bool = False) -> None:
         self._out = out or sys.stdout
         self._err = err or sys.stderr
         self._show_replay = show_replay
@@ -66,8 +64,7 @@ class HumanRenderer:
             self.note(f"tool {event.tool_name} {status} in {event.duration_ms} ms: {event.message}")
         elif isinstance(event, Malformed):
             self.note(
-                f"malformed input from the agent: {event.message}"
-                + (f" ({event.detail})" if event.detail else "")
+                f"malformed input from the agent: {event.message}" + (f" ({event.detail})" if event.detail else "")
             )
         elif isinstance(event, TurnEnded):
             self._end_text()

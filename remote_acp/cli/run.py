@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["run_prompts"]
 
 
-async def _watch_signals(
-    session_ref: list[Session], interrupted: list[bool], scope: anyio.CancelScope
-) -> None:
+async def _watch_signals(session_ref: list[Session], interrupted: list[bool], scope: anyio.CancelScope) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             if interrupted or not session_ref:

@@ -736,9 +736,7 @@ class ScriptedAgent:
             self._update(sid, "plan", entries=PLAN_ENTRIES)
         if plan.tool is not None:
             title = "Read README.md" if plan.tool == "completed" else "Read failed"
-            self._update(
-                sid, "tool_call", toolCallId="call-1", title="Read file", kind="read", status="pending"
-            )
+            self._update(sid, "tool_call", toolCallId="call-1", title="Read file", kind="read", status="pending")
             self._update(sid, "tool_call_update", toolCallId="call-1", status=plan.tool, title=title)
 
     def _reply(self, turn: Turn) -> str:
@@ -763,9 +761,7 @@ class ScriptedAgent:
             log(f"exiting while child {pid} holds stdout")
             hard_exit(0)
 
-    def _ask(
-        self, params: Json, method: str = "session/request_permission"
-    ) -> Generator[Wait, Json | None, Json]:
+    def _ask(self, params: Json, method: str = "session/request_permission") -> Generator[Wait, Json | None, Json]:
         request_id = self.wire.request(method, params)
         while True:
             answer = yield Wait(request_id=request_id)

@@ -197,9 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--log-level", default="INFO", help="stderr logging level (default INFO)")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr, level=args.log_level.upper(), format="sdk-agent %(levelname)s %(message)s"
-    )
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="sdk-agent %(levelname)s %(message)s")
     # Not a subclass of the acp.Agent Protocol: its stub methods would answer `null` to methods we do
     # not implement, whereas the SDK's router answers -32601 for methods an agent object lacks.
     # session/resume and session/close are routed only with use_unstable_protocol=True in 0.12.1.

@@ -276,9 +276,7 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
+        return "".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
     return ""
 
 
@@ -323,9 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_json() if method == "POST" else None
             if method == "POST" and body is None:
-                self._send_json(
-                    400, _error_body("request body is not a JSON object", "invalid_request_error")
-                )
+                self._send_json(400, _error_body("request body is not a JSON object", "invalid_request_error"))
                 return
             request = mock._record(method, self.path, body)
             if request.kind == "models":
@@ -360,9 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.readline()
 
     def _answer_models(self, request: RecordedRequest) -> None:
-        models = [
-            {"id": m, "object": "model", "created": 0, "owned_by": "mock"} for m in self.server.mock.models
-        ]
+        models = [{"id": m, "object": "model", "created": 0, "owned_by": "mock"} for m in self.server.mock.models]
         route = request.path.split("?", 1)[0].rstrip("/")
         if route.endswith("/models"):
             self._send_json(200, {"object": "list", "data": models})
@@ -398,9 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        finish_reason = (
-            "tool_calls" if calls else reply.finish_reason if isinstance(reply, TextReply) else "stop"
-        )
+        finish_reason = "tool_calls" if calls else reply.finish_reason if isinstance(reply, TextReply) else "stop"
         if not request.stream:
             message: JsonObject = {"role": "assistant", "content": text if text or not calls else None}
             if calls:
@@ -412,9 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "object": "chat.completion",
                     "created": created,
                     "model": model,
-                    "choices": [
-                        {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
-                    ],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
                     "usage": usage,
                 },
             )
@@ -451,9 +441,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.mock._wait_for_release(reply.hold)
         for index, call in enumerate(calls):
             self._send_event(delta({"tool_calls": [{"index": index, **call}]}))
-        include_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get(
-            "include_usage"
-        )
+        include_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
         if include_usage:
             self._send_event(delta({}, finish_reason))
             self._send_event(chunk([], usage=usage))
@@ -594,9 +582,7 @@ class OpenAIMock:
         with self._condition:
             self._requests.clear()
 
-    def wait_for(
-        self, predicate: Callable[[RecordedRequest], bool], timeout: float = 10.0
-    ) -> RecordedRequest:
+    def wait_for(self, predicate: Callable[[RecordedRequest], bool], timeout: float = 10.0) -> RecordedRequest:
         """Block until a request matching ``predicate`` has been received; return the first match."""
         deadline = time.monotonic() + timeout
         with self._condition:

@@ -1,0 +1,417 @@
+"""Shared machinery of the benchmarks: interpreters, timed processes, statistics, tables, targets.
+
+Nothing here asserts anything: the benchmarks measure and print. Every process a benchmark
+starts is accounted for: the benchmark process makes itself a child subreaper (Linux), so any
+descendant orphaned by a contender is re-parented to it, and :func:`sweep` reports and kills it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+__all__ = [
+    "ANCHORS",
+    "PY",
+    "REPO",
+    "Check",
+    "Summary",
+    "Table",
+    "agent_argv",
+    "agent_command",
+    "become_subreaper",
+    "cli_argv",
+    "fmt_ms",
+    "fmt_s",
+    "median",
+    "rss_kib",
+    "run_json",
+    "run_timed",
+    "sdk_python",
+    "section",
+    "sweep",
+]
+
+REPO = Path(__file__).resolve().parent.parent
+ANCHORS = Path(__file__).resolve().parent / "anchors"
+PY = sys.executable
+"""The interpreter running the benchmark: it runs our client, the raw client and every agent."""
+
+PR_SET_CHILD_SUBREAPER = 36
+SDK_PYTHON_ENV = "REMOTE_ACP_BENCH_SDK_PYTHON"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def agent_argv(*extra: str) -> list[str]:
+    """The scriptable agent, run by the benchmark's interpreter (the same for every contender)."""
+    return [PY, "-m", "remote_acp.testing.scripted_agent", *extra]
+
+
+def agent_command(*extra: str) -> str:
+    return shlex.join(agent_argv(*extra))
+
+
+def cli_argv() -> list[str]:
+    """The ``remote-acp`` console script of this interpreter's environment."""
+    script = Path(PY).parent / "remote-acp"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("remote-acp")
+    if found:
+        return [found]
+    return [PY, "-m", "remote_acp.cli.main"]
+
+
+def _with_acp(python: str) -> str | None:
+    """The real executable behind ``python`` (not a pyenv shim) if it can import ``acp``."""
+    probe = "import importlib.util as u, sys; print(sys.executable); sys.exit(u.find_spec('acp') is None)"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.decode().strip() or python) if done.returncode == 0 else None
+
+
+def sdk_python() -> str | None:
+    """An interpreter that can import the official SDK (``acp``).
+
+    ``$REMOTE_ACP_BENCH_SDK_PYTHON`` first, then this interpreter, then ``python3``/``python`` on
+    PATH. The SDK client only imports ``acp``; the agent it drives is still run by :data:`PY`.
+    """
+    explicit = os.environ.get(SDK_PYTHON_ENV)
+    if explicit:
+        return _with_acp(explicit)
+    if importlib.util.find_spec("acp") is not None:
+        return PY
+    for name in ("python3", "python"):
+        found = shutil.which(name)
+        real = _with_acp(found) if found else None
+        if real:
+            return real
+    return None
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of our contenders get re-parented to us, so :func:`sweep` sees them."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children() -> list[tuple[int, str]]:
+    """(pid, state) of every direct child of this process."""
+    me = os.getpid()
+    out: list[tuple[int, str]] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may contain spaces and parentheses
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[1]) == me:
+            out.append((int(entry), fields[0]))
+    return out
+
+
+def sweep() -> list[int]:
+    """Reap zombies re-parented to us; SIGKILL and report every live child still there."""
+    leftovers: list[int] = []
+    if not Path("/proc").is_dir():
+        return leftovers
+    for pid, state in _children():
+        if state != "Z":
+            leftovers.append(pid)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+    return leftovers
+
+
+@dataclass(slots=True)
+class Timed:
+    seconds: float
+    maxrss_kib: int
+    returncode: int
+    stdout: bytes
+
+
+def run_timed(
+    argv: Sequence[str],
+    *,
+    timeout: float = 120.0,
+    capture: bool = False,
+    env: dict[str, str] | None = None,
+) -> Timed:
+    """Run ``argv`` to completion: wall time from spawn to reap, and the child's peak RSS.
+
+    The peak RSS comes from ``wait4`` (the child's own, or a reaped descendant's if larger).
+    A non-zero exit raises ``RuntimeError`` with the child's stderr.
+    """
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out if capture else subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
+        try:
+            status, usage = _wait4(proc.pid, timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(
+                f"{shlex.join(argv)} exited {proc.returncode}: {err.read().decode(errors='replace')[-2000:]}"
+            )
+        out.seek(0)
+        return Timed(elapsed, usage.ru_maxrss, proc.returncode, out.read() if capture else b"")
+
+
+def _wait4(pid: int, timeout: float) -> tuple[int, Any]:
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        wpid, status, usage = os.wait4(pid, os.WNOHANG)
+        if wpid == pid:
+            return status, usage
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process {pid} did not finish within {timeout:g} s")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.002)
+
+
+def run_json(argv: Sequence[str], *, timeout: float = 300.0) -> dict[str, Any]:
+    """Run a helper that prints one JSON object (its last stdout line) and return it."""
+    timed = run_timed(argv, timeout=timeout, capture=True)
+    lines = [line for line in timed.stdout.decode().splitlines() if line.strip()]
+    if not lines:
+        raise RuntimeError(f"{shlex.join(argv)} printed nothing")
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["_wall_s"] = timed.seconds
+    result["_maxrss_kib"] = timed.maxrss_kib
+    return result
+
+
+def rss_kib(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process, in KiB, from ``/proc/<pid>/status``."""
+    out: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.3f} s"
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def fmt_mib(kib: float) -> str:
+    return f"{kib / 1024:.1f} MiB"
+
+
+def fmt_rate(per_s: float) -> str:
+    return f"{per_s:,.0f}/s"
+
+
+def interleaved(
+    contenders: dict[str, Callable[[], float]], runs: int, warmup: int, caps: dict[str, int] | None = None
+) -> dict[str, list[float]]:
+    """Run every contender once per round, after ``warmup`` unrecorded rounds.
+
+    Interleaving spreads the machine's noise over all contenders instead of favouring whoever
+    ran in a quiet moment. ``caps`` limits the recorded runs of slow contenders; their runs are
+    spread evenly over the rounds, and they warm up once.
+    """
+    caps = caps or {}
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for round_no in range(warmup):
+        for name, fn in contenders.items():
+            if round_no == 0 or caps.get(name, runs) >= runs:
+                fn()
+    for round_no in range(runs):
+        for name, fn in contenders.items():
+            cap = min(caps.get(name, runs), runs)
+            if (round_no + 1) * cap // runs > round_no * cap // runs:
+                samples[name].append(fn())
+    return samples
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def section(title: str) -> None:
+    print()
+    print(f"== {title} ==")
+
+
+class Table:
+    """A plain aligned text table (first column left-aligned, the others right-aligned)."""
+
+    def __init__(self, *headers: str) -> None:
+        self.headers = headers
+        self.rows: list[tuple[str, ...]] = []
+
+    def add(self, *cells: str) -> None:
+        self.rows.append(tuple(cells) + ("",) * (len(self.headers) - len(cells)))
+
+    def print(self) -> None:
+        widths = [max(len(row[i]) for row in [self.headers, *self.rows]) for i in range(len(self.headers))]
+
+        def line(cells: tuple[str, ...]) -> str:
+            parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+            return "  ".join(parts).rstrip()
+
+        print(line(self.headers))
+        print("  ".join("-" * w for w in widths))
+        for row in self.rows:
+            print(line(row))
+
+
+@dataclass(slots=True)
+class Check:
+    """One DESIGN §5 target: the measured figure against its bound."""
+
+    figure: str
+    measured: float
+    target: float
+    unit: str
+    higher_is_better: bool = False
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.measured >= self.target if self.higher_is_better else self.measured <= self.target
+
+    @property
+    def ratio(self) -> float:
+        """measured / target: <= 1 passes for a bound on time or memory, >= 1 for a rate."""
+        return self.measured / self.target if self.target else float("nan")
+
+    def describe(self) -> str:
+        op = ">=" if self.higher_is_better else "<="
+        verdict = "PASS" if self.passed else "MISS"
+        text = (
+            f"{verdict}  {self.figure}: {_fmt_unit(self.measured, self.unit)} "
+            f"(target {op} {_fmt_unit(self.target, self.unit)}; measured/target {self.ratio:.2f})"
+        )
+        return text + (f"  [{self.note}]" if self.note else "")
+
+
+def _fmt_unit(value: float, unit: str) -> str:
+    if unit == "s":
+        return fmt_s(value)
+    if unit == "ms":
+        return f"{value:.1f} ms"
+    if unit == "MiB":
+        return f"{value:.1f} MiB"
+    if unit == "/s":
+        return fmt_rate(value)
+    return f"{value:g} {unit}"
+
+
+@dataclass(slots=True)
+class Summary:
+    """The checks of one benchmark run, printed at its end and optionally saved for run_all."""
+
+    name: str
+    checks: list[Check] = field(default_factory=list)
+    leftovers: list[int] = field(default_factory=list)
+
+    def add(self, check: Check) -> None:
+        self.checks.append(check)
+
+    def print(self) -> None:
+        section(f"{self.name}: targets (DESIGN section 5)")
+        for check in self.checks:
+            print(check.describe())
+        print(f"leftover processes after this benchmark: {len(self.leftovers)} {self.leftovers or ''}".rstrip())
+
+    def save(self, path: str | None) -> None:
+        if not path:
+            return
+        payload = {"name": self.name, "checks": [asdict(c) for c in self.checks], "leftovers": self.leftovers}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+
+    @staticmethod
+    def load(path: str) -> Summary:
+        with open(path, encoding="utf-8") as fh:
+            payload = json.load(fh)
+        return Summary(
+            payload["name"], [Check(**c) for c in payload["checks"]], list(payload.get("leftovers", []))
+        )
+
+
+def environment_note() -> str:
+    """One line describing where the numbers come from."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return (
+        f"python {sys.version.split()[0]} ({PY}); {os.cpu_count()} CPUs; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+
+
+@contextlib.contextmanager
+def benchmark_process(summary: Summary, summary_file: str | None) -> Iterator[None]:
+    """Subreaper on entry; on exit sweep leftovers, print and save the summary."""
+    become_subreaper()
+    print(environment_note())
+    try:
+        yield
+    finally:
+        summary.leftovers = sweep()
+        summary.print()
+        summary.save(summary_file)

@@ -1,0 +1,197 @@
+"""Whole-process cost of a one-chunk local session, ours against the anchors, side by side.
+
+    python -m benchmarks.session_overhead [--runs 15] [--warmup 2] [--sdk-runs 9]
+
+Every contender drives the same agent (the scriptable agent, run by this interpreter) through
+the same session: start the agent, ``initialize``, ``session/new``, one turn whose reply is one
+chunk (``hi``), teardown. Each is timed from spawn to reap, as a user running it would see it.
+Contenders run interleaved (one of each per round) so the machine's noise hits all of them.
+
+Also measured: ``remote-acp --version``, the import time of ``remote_acp`` (and of what ``run``
+needs), the official SDK's import, the interpreter's own start, and the agent alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+from ._common import (
+    ANCHORS,
+    PY,
+    Check,
+    Summary,
+    Table,
+    agent_argv,
+    agent_command,
+    benchmark_process,
+    cli_argv,
+    fmt_mib,
+    fmt_s,
+    interleaved,
+    median,
+    quantile,
+    run_timed,
+    sdk_python,
+    section,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+RUN_TARGET_S = 0.30
+VERSION_TARGET_S = 0.20
+PROMPT = "hi"
+
+# DESIGN section 5, measured when the targets were set (for orientation only; the ratios below
+# use the anchors measured in this run).
+DESIGN_REF = {
+    "SDK client (whole process)": 1.64,
+    "raw stdlib client (whole process)": 0.19,
+    "import acp (SDK)": 1.56,
+}
+
+
+def agent_alone() -> float:
+    """Spawn the agent, one ``initialize`` round trip, close stdin, wait for its exit."""
+    line = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    ).encode()
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        agent_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        if b'"result"' not in proc.stdout.readline():
+            raise RuntimeError("the agent did not answer initialize")
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        elapsed = time.perf_counter() - start
+        proc.stdout.close()
+        return elapsed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def import_time(python: str, module: str) -> float:
+    """Seconds to import ``module`` in a fresh interpreter (its start not included)."""
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    return float(run_timed([python, "-c", code], capture=True).stdout.decode().strip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15, help="recorded rounds (default 15)")
+    parser.add_argument("--warmup", type=int, default=2, help="unrecorded rounds first (default 2)")
+    parser.add_argument("--sdk-runs", type=int, default=9, help="recorded runs of the slow SDK contenders")
+    parser.add_argument("--summary-file", help="save the target checks as JSON (used by run_all)")
+    args = parser.parse_args()
+
+    summary = Summary("session overhead")
+    with benchmark_process(summary, args.summary_file):
+        measure(args, summary)
+
+
+def measure(args: argparse.Namespace, summary: Summary) -> None:
+    cli = cli_argv()
+    agent = agent_command()
+    sdk_py = sdk_python()
+    peak: dict[str, list[int]] = {}
+
+    def whole(name: str, argv: list[str]) -> tuple[str, Callable[[], float]]:
+        def run() -> float:
+            timed = run_timed(argv)
+            peak.setdefault(name, []).append(timed.maxrss_kib)
+            return timed.seconds
+
+        return name, run
+
+    run_plain = "remote-acp run"
+    run_json = "remote-acp run --json"
+    sdk = "SDK client (whole process)"
+    raw = "raw stdlib client (whole process)"
+    contenders: dict[str, Callable[[], float]] = dict(
+        [
+            whole(run_plain, [*cli, "run", "--agent", agent, PROMPT]),
+            whole(run_json, [*cli, "run", "--json", "--agent", agent, PROMPT]),
+            whole(raw, [PY, str(ANCHORS / "raw_client.py"), "run", PROMPT, *agent_argv()]),
+        ]
+    )
+    if sdk_py is not None:
+        contenders.update([whole(sdk, [sdk_py, str(ANCHORS / "sdk_client.py"), "run", PROMPT, *agent_argv()])])
+    contenders["agent alone (spawn, initialize, exit)"] = agent_alone
+    contenders["python -c pass (interpreter start)"] = lambda: run_timed([PY, "-c", "pass"]).seconds
+    contenders["remote-acp --version"] = lambda: run_timed([*cli, "--version"]).seconds
+    contenders["import remote_acp"] = lambda: import_time(PY, "remote_acp")
+    contenders["import remote_acp.session (library)"] = lambda: import_time(PY, "remote_acp.session")
+    contenders["import remote_acp.cli.run (CLI run path)"] = lambda: import_time(PY, "remote_acp.cli.run")
+    if sdk_py is not None:
+        contenders["import acp (SDK)"] = lambda: import_time(sdk_py, "acp")
+    slow = {sdk: args.sdk_runs, "import acp (SDK)": args.sdk_runs}
+
+    section(f"session overhead: one-chunk local session, {args.runs} rounds after {args.warmup} warm-up")
+    print(f"agent: {agent}")
+    print(f"CLI:   {' '.join(cli)}")
+    print(f"SDK:   {sdk_py or 'not found (set REMOTE_ACP_BENCH_SDK_PYTHON); SDK rows skipped'}")
+    samples = {k: v for k, v in interleaved(contenders, args.runs, args.warmup, slow).items() if v}
+
+    ours = median(samples[run_plain])
+    table = Table("contender", "median", "min", "p90", "n", "peak RSS", "run / this", "DESIGN ref")
+    for name, values in samples.items():
+        rss = peak.get(name)
+        ratio = ours / median(values) if name in (sdk, raw) or name.startswith("agent") else None
+        ref = DESIGN_REF.get(name)
+        table.add(
+            name,
+            fmt_s(median(values)),
+            fmt_s(min(values)),
+            fmt_s(quantile(values, 0.9)),
+            str(len(values)),
+            fmt_mib(median(rss)) if rss else "",
+            f"{ratio:.2f}" if ratio is not None else "",
+            fmt_s(ref) if ref is not None else "",
+        )
+    table.print()
+    print("run / this: median of `remote-acp run` divided by the anchor's median (< 1: ours is faster).")
+    print("peak RSS: ru_maxrss from wait4 (the process itself, or a reaped child if that was larger).")
+
+    floor = median(samples["python -c pass (interpreter start)"])
+    rawm = median(samples[raw])
+    section("where the time of `remote-acp run` goes (medians)")
+    parts = Table("share", "seconds", "of run")
+    cli_import = median(samples["import remote_acp.cli.run (CLI run path)"])
+    rest = ours - floor - cli_import
+    parts.add("interpreter start (python -c pass)", fmt_s(floor), f"{floor / ours:.0%}")
+    parts.add("imports of the run path (remote_acp.cli.run)", fmt_s(cli_import), f"{cli_import / ours:.0%}")
+    parts.add("session itself (the rest: agent, handshake, turn, teardown)", fmt_s(rest), f"{rest / ours:.0%}")
+    parts.add("  of which the raw client's whole session minus its start", fmt_s(rawm - floor), "")
+    parts.print()
+
+    summary.add(Check("remote-acp run, one-chunk local session (median wall)", ours, RUN_TARGET_S, "s"))
+    summary.add(
+        Check(
+            "remote-acp run --json, one-chunk local session (median wall)",
+            median(samples[run_json]),
+            RUN_TARGET_S,
+            "s",
+        )
+    )
+    summary.add(
+        Check("remote-acp --version (median wall)", median(samples["remote-acp --version"]), VERSION_TARGET_S, "s")
+    )
+    if sdk in samples:
+        print(f"ratio remote-acp run / SDK client: {ours / median(samples[sdk]):.2f}")
+    print(f"ratio remote-acp run / raw stdlib client: {ours / rawm:.2f}")
+    print(f"ratio remote-acp run / target {RUN_TARGET_S:.2f} s: {ours / RUN_TARGET_S:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""Chunks per second through framing + JSON-RPC + normalization, ours against the anchors.
+
+    python -m benchmarks.throughput [--chunks 100000] [--runs 5] [--sdk-runs 2] [--profile]
+
+One turn of the scriptable agent streams ``--chunks`` one-character ``agent_message_chunk``
+updates (``@bulk=N``: the agent writes them pre-built, so it is never the bottleneck). Rates are
+chunks divided by the turn's time (prompt sent to the turn's end), the session start excluded:
+
+- ours: ``open_session`` + ``Session.run_turn(on_event=counter)`` in this process;
+- the official SDK's client on the same agent and turn (its own process);
+- a raw stdlib client on the same agent and turn (read lines, ``json.loads``, dict access);
+- over the turn's lines captured once to a file: the raw loop alone, and bare ``json.loads``;
+- our core without a subprocess or an event loop: the captured bytes fed in 256 KiB reads to
+  ``LineFramer.feed``, then ``JsonRpcPeer.receive``, then ``Normalizer.on_update``, stage by
+  stage, to show where the time goes.
+
+``--profile`` adds a cProfile of one of our turns (top functions by own time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from remote_acp.framing import LineFramer
+from remote_acp.jsonrpc import JsonRpcPeer, Notification
+from remote_acp.normalize import Normalizer
+from remote_acp.options import SessionOptions
+from remote_acp.process import READ_SIZE
+from remote_acp.session import open_session
+
+from ._common import (
+    ANCHORS,
+    PY,
+    Check,
+    Summary,
+    Table,
+    agent_argv,
+    benchmark_process,
+    fmt_rate,
+    fmt_s,
+    median,
+    run_json,
+    sdk_python,
+    section,
+)
+
+if TYPE_CHECKING:
+    from remote_acp.events import Event
+
+TARGET_PER_S = 50_000.0
+DESIGN_REF = {
+    "SDK client (subprocess, live agent)": 16_800.0,
+    "raw stdlib client (subprocess, live agent)": 107_000.0,
+    "bare json.loads over the captured lines": 210_000.0,
+}
+
+
+# --------------------------------------------------------------------------- capture
+
+
+def capture(path: Path, chunks: int) -> bytes:
+    """Run the agent once with a tiny driver; save the turn's ``session/update`` lines."""
+    proc = subprocess.Popen(agent_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        requests = [
+            ("initialize", {"protocolVersion": 1}),
+            ("session/new", {"cwd": "/", "mcpServers": []}),
+            ("session/prompt", {"sessionId": None, "prompt": [{"type": "text", "text": f"@bulk={chunks}"}]}),
+        ]
+        lines: list[bytes] = []
+        session_id = None
+        for request_id, (method, params) in enumerate(requests, 1):
+            if method == "session/prompt":
+                params["sessionId"] = session_id
+            message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+            for line in proc.stdout:
+                decoded = json.loads(line)
+                if decoded.get("id") == request_id:
+                    if method == "session/new":
+                        session_id = decoded["result"]["sessionId"]
+                    break
+                if method == "session/prompt":
+                    lines.append(line)
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    data = b"".join(lines)
+    path.write_bytes(data)
+    if len(lines) != chunks:
+        raise RuntimeError(f"captured {len(lines)} lines, expected {chunks}")
+    return data
+
+
+# --------------------------------------------------------------------------- ours
+
+
+class Counter:
+    __slots__ = ("deltas",)
+
+    def __init__(self) -> None:
+        self.deltas = 0
+
+    def __call__(self, event: Event) -> None:
+        if getattr(event, "delta", None) is not None:
+            self.deltas += 1
+
+
+async def ours(chunks: int, runs: int, profile: bool) -> tuple[list[float], pstats.Stats | None]:
+    """Turn times of ``runs`` turns on one session (after one warm-up turn)."""
+    options = SessionOptions(command=agent_argv())
+    prompt = f"@bulk={chunks}"
+    times: list[float] = []
+    stats = None
+    async with open_session(str(Path.cwd()), options) as session:
+        for index in range(runs + 1 + (1 if profile else 0)):
+            counter = Counter()
+            profiler = cProfile.Profile() if profile and index == runs + 1 else None
+            start = time.perf_counter()
+            if profiler is not None:
+                profiler.enable()
+            result = await session.run_turn(prompt, counter)
+            if profiler is not None:
+                profiler.disable()
+                stats = pstats.Stats(profiler)
+            elapsed = time.perf_counter() - start
+            if result.outcome != "turn_completed" or counter.deltas != chunks:
+                raise RuntimeError(f"turn ended {result.outcome} after {counter.deltas} chunks")
+            if index > 0 and profiler is None:
+                times.append(elapsed)
+    return times, stats
+
+
+# --------------------------------------------------------------------------- in-process loops
+
+
+def best_of(runs: int, fn: Any, *args: Any) -> list[float]:
+    out: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn(*args)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def raw_loop(path: Path) -> int:
+    """The raw stdlib loop: read lines, ``json.loads``, dict access."""
+    count = 0
+    with path.open("rb") as fh:
+        for line in fh:
+            message = json.loads(line)
+            if message.get("method") == "session/update":
+                update = message["params"]["update"]
+                if update["sessionUpdate"] == "agent_message_chunk":
+                    count += len(update["content"]["text"])
+    return count
+
+
+def bare_loads(lines: list[bytes]) -> None:
+    loads = json.loads
+    for line in lines:
+        loads(line)
+
+
+def pieces(data: bytes) -> list[bytes]:
+    return [data[i : i + READ_SIZE] for i in range(0, len(data), READ_SIZE)]
+
+
+def stage_framer(reads: list[bytes]) -> int:
+    framer = LineFramer()
+    count = 0
+    for data in reads:
+        count += len(framer.feed(data))
+    return count
+
+
+def stage_jsonrpc(reads: list[bytes]) -> int:
+    framer, peer = LineFramer(), JsonRpcPeer()
+    count = 0
+    for data in reads:
+        for frame in framer.feed(data):
+            assert frame.__class__ is bytes
+            if isinstance(peer.receive(frame), Notification):
+                count += 1
+    return count
+
+
+def stage_normalize(reads: list[bytes], session_id: str) -> int:
+    """What the reader task does per line: frame, classify, dispatch, normalize into events."""
+    framer, peer, normalizer = LineFramer(), JsonRpcPeer(), Normalizer(pid=1)
+    normalizer.session_id = session_id
+    events: list[Event] = []
+    emit = events.append
+    for data in reads:
+        for frame in framer.feed(data):
+            assert frame.__class__ is bytes
+            message = peer.receive(frame)  # type: ignore[arg-type]
+            if isinstance(message, Notification) and message.method == "session/update":
+                normalizer.on_update(message.params, emit)
+    normalizer.flush(emit)
+    return len(events)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=100_000, help="chunks in the turn (default 100000)")
+    parser.add_argument("--runs", type=int, default=5, help="recorded runs of the in-process contenders")
+    parser.add_argument("--sdk-runs", type=int, default=2, help="runs of the SDK client (slow)")
+    parser.add_argument("--raw-runs", type=int, default=3, help="runs of the raw client subprocess")
+    parser.add_argument("--profile", action="store_true", help="cProfile one of our turns")
+    parser.add_argument("--summary-file", help="save the target checks as JSON (used by run_all)")
+    args = parser.parse_args()
+    summary = Summary("throughput")
+    with benchmark_process(summary, args.summary_file), tempfile.TemporaryDirectory() as tmp:
+        measure(args, summary, Path(tmp))
+
+
+def measure(args: argparse.Namespace, summary: Summary, tmp: Path) -> None:
+    chunks = args.chunks
+    section(f"throughput: one turn of {chunks:,} one-character chunks")
+    path = tmp / "turn.ndjson"
+    data = capture(path, chunks)
+    lines = data.splitlines(keepends=True)
+    session_id = json.loads(lines[0])["params"]["sessionId"]
+    print(f"captured {len(lines):,} lines, {len(data):,} bytes ({len(data) / len(lines):.0f} bytes/line)")
+
+    rates: dict[str, list[float]] = {}
+    name_ours = "ours: open_session + run_turn (in process, live agent)"
+    times, stats = anyio.run(ours, chunks, args.runs, args.profile)
+    rates[name_ours] = [chunks / t for t in times]
+
+    sdk_py = sdk_python()
+    name_sdk = "SDK client (subprocess, live agent)"
+    if sdk_py is not None:
+        for _ in range(args.sdk_runs):
+            result = run_json([sdk_py, str(ANCHORS / "sdk_client.py"), "stats", f"@bulk={chunks}", *agent_argv()])
+            if result["chunks"] != chunks:
+                raise RuntimeError(f"SDK client counted {result['chunks']} chunks")
+            rates.setdefault(name_sdk, []).append(chunks / result["turn_s"])
+    else:
+        print("SDK client skipped: no interpreter can import acp (set REMOTE_ACP_BENCH_SDK_PYTHON)")
+
+    name_raw = "raw stdlib client (subprocess, live agent)"
+    for _ in range(args.raw_runs):
+        result = run_json([PY, str(ANCHORS / "raw_client.py"), "stats", f"@bulk={chunks}", *agent_argv()])
+        if result["chunks"] != chunks:
+            raise RuntimeError(f"raw client counted {result['chunks']} chunks")
+        rates.setdefault(name_raw, []).append(chunks / result["turn_s"])
+
+    name_loop = "raw stdlib loop over the captured lines"
+    raw_loop(path)
+    rates[name_loop] = [chunks / t for t in best_of(args.runs, raw_loop, path)]
+    name_loads = "bare json.loads over the captured lines"
+    rates[name_loads] = [chunks / t for t in best_of(args.runs, bare_loads, lines)]
+
+    reads = pieces(data)
+    stage_normalize(reads, session_id)
+    core = {
+        "core: LineFramer.feed only": [chunks / t for t in best_of(args.runs, stage_framer, reads)],
+        "core: + JsonRpcPeer.receive": [chunks / t for t in best_of(args.runs, stage_jsonrpc, reads)],
+        "core: + Normalizer.on_update (events built)": [
+            chunks / t for t in best_of(args.runs, stage_normalize, reads, session_id)
+        ],
+    }
+
+    ours_rate = median(rates[name_ours])
+    table = Table("contender", "median", "best", "n", "turn time", "ours / this", "DESIGN ref")
+    for name, values in {**rates, **core}.items():
+        rate = median(values)
+        ref = DESIGN_REF.get(name)
+        table.add(
+            name,
+            fmt_rate(rate),
+            fmt_rate(max(values)),
+            str(len(values)),
+            fmt_s(chunks / rate),
+            f"{ours_rate / rate:.2f}",
+            fmt_rate(ref) if ref else "",
+        )
+    table.print()
+    print("ours / this: our median rate divided by the contender's (> 1: ours is faster).")
+
+    section("where our time per chunk goes (medians, microseconds per chunk)")
+    per_chunk = Table("stage", "us/chunk", "of ours")
+    total = 1e6 / ours_rate
+    previous = 0.0
+    for name, values in core.items():
+        cost = 1e6 / median(values)
+        per_chunk.add(name.replace("core: ", ""), f"{cost - previous:.2f}", f"{(cost - previous) / total:.0%}")
+        previous = cost
+    per_chunk.add("the rest: pipe reads, event loop, turn iteration, on_event", f"{total - previous:.2f}",
+                  f"{(total - previous) / total:.0%}")
+    per_chunk.add("total (ours, live)", f"{total:.2f}", "100%")
+    per_chunk.print()
+
+    if stats is not None:
+        section("cProfile of one of our turns (top 20 by own time; profiling inflates call costs)")
+        stats.sort_stats("tottime").print_stats(20)
+        sys.stdout.flush()
+
+    summary.add(
+        Check(f"chunks/s, {chunks:,}-chunk turn (ours, median)", ours_rate, TARGET_PER_S, "/s", higher_is_better=True)
+    )
+    for name in (name_sdk, name_raw, name_loads):
+        if name in rates:
+            print(f"ratio ours / {name}: {ours_rate / median(rates[name]):.2f}")
+
+
+if __name__ == "__main__":
+    main()
