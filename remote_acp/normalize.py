@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from .events import Event, Malformed, Notification, OtherMessage, ToolResult, utc_now
@@ -43,6 +44,13 @@ SILENT_UPDATES: Final = frozenset(
 )
 
 Emit = Callable[[Event], None]
+
+
+@dataclass(slots=True)
+class _ToolCall:
+    kind: str
+    started: float
+    title: str
 
 
 def cap_text(text: str, cap: int = MESSAGE_CAP) -> str:
@@ -76,7 +84,7 @@ class Normalizer:
         self._msg_len = 0
         self._msg_at: datetime | None = None
         self._msg_replayed = False
-        self._tools: dict[str, tuple[str, float]] = {}
+        self._tools: dict[str, _ToolCall] = {}
         self._unknown_logged = False
         self._handlers: dict[str, Callable[[dict[str, Any], Emit], None]] = {
             "agent_message_chunk": self._agent_message_chunk,
@@ -118,6 +126,11 @@ class Normalizer:
         if not self._msg_open:
             return
         text = "".join(self._msg_parts)
+        self._msg_open = False
+        self._msg_parts = []
+        self._msg_len = 0
+        if not text:
+            return  # chunks that carried only metadata (qwen's usage chunk) are no message
         message = cap_text(text)
         self.last_message = message
         assert self._msg_at is not None
@@ -130,9 +143,6 @@ class Normalizer:
                 replayed=self._msg_replayed,
             )
         )
-        self._msg_open = False
-        self._msg_parts = []
-        self._msg_len = 0
 
     # -- variants -----------------------------------------------------------------------------
 
@@ -183,7 +193,10 @@ class Normalizer:
         if not isinstance(call_id, str):
             self._malformed(emit, "received a tool call without a tool call id")
             return
-        self._tools[call_id] = (normalize_tool_kind(update.get("kind")), time.monotonic())
+        title = update.get("title")
+        self._tools[call_id] = _ToolCall(
+            normalize_tool_kind(update.get("kind")), time.monotonic(), title if isinstance(title, str) else ""
+        )
         if _terminal_status(update.get("status")):
             # Some runtimes announce a call that already finished; it still gets its result.
             self._tool_call_update(update, emit)
@@ -192,26 +205,28 @@ class Normalizer:
         call_id = update.get("toolCallId")
         if not isinstance(call_id, str) or call_id not in self._tools:
             return  # an update with no matching begin produces no event
-        kind, started = self._tools[call_id]
+        call = self._tools[call_id]
+        # Updates carry only what changed: remember the latest kind and title.
         if "kind" in update:
-            kind = normalize_tool_kind(update["kind"])
-            self._tools[call_id] = (kind, started)
+            call.kind = normalize_tool_kind(update["kind"])
+        title = update.get("title")
+        if isinstance(title, str):
+            call.title = title
         status = update.get("status")
         if not _terminal_status(status):
             return
         del self._tools[call_id]
         self.flush(emit)
-        title = update.get("title")
         emit(
             ToolResult(
                 timestamp=utc_now(),
                 pid=self.pid,
                 session_id=self.session_id,
-                tool_name=kind,
+                tool_name=call.kind,
                 tool_call_id=call_id,
-                duration_ms=int((time.monotonic() - started) * 1000),
+                duration_ms=int((time.monotonic() - call.started) * 1000),
                 error=status == "failed",
-                message=cap_text(title) if isinstance(title, str) else "",
+                message=cap_text(call.title),
                 replayed=self.replaying,
             )
         )

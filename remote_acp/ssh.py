@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -124,7 +125,7 @@ def env_preamble(values: Mapping[str, str]) -> bytes:
     return (body + " " * padding + "\n").encode()
 
 
-# The supervisor: POSIX sh, with ps and awk. A watchdog runs beside the agent and, once the
+# The supervisor: POSIX sh, with ps, awk and (on Linux) /proc. A watchdog runs beside the agent and, once the
 # connection is gone (our shell's parent, the per-connection sshd, changed) or the agent exited
 # leaving descendants behind, kills every process it has seen descend from the agent: SIGTERM,
 # then SIGKILL after a grace period. After the agent exits the shell closes its stdout at once,
@@ -137,8 +138,11 @@ _ra_tree() {
             while (q in parent && q != root && q > 1 && n < 64) { q = parent[q]; n++ }
             if (q == root && p != root) print p } }'
 }
+_ra_marked() {
+  grep -l -s -a "_RA_SESSION=__TOKEN__" /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/\([0-9]*\)/environ$|\1|'
+}
 _ra_seen=""
-_ra_note() { _ra_seen="$_ra_seen $(_ra_tree "$_ra_agent" | tr '\n' ' ')"; }
+_ra_note() { _ra_seen="$_ra_seen $(_ra_tree "$_ra_agent" | tr '\n' ' ') $(_ra_marked | tr '\n' ' ')"; }
 _ra_kill() {
   _ra_note
   kill -TERM "$_ra_agent" $_ra_seen 2>/dev/null
@@ -154,7 +158,8 @@ _ra_kill() {
 _ra_parent=$PPID
 _ra_shell=$$
 exec 3<&0
-{ __COMMAND__
+{ export _RA_SESSION=__TOKEN__
+__COMMAND__
 } <&3 3<&- &
 _ra_agent=$!
 exec 3<&- 0</dev/null
@@ -181,12 +186,21 @@ exit "$_ra_rc"
 """
 
 
-def remote_script(workspace: str, command: str | Sequence[str], env_bytes: int = 0, *, kill_grace_s: int = 3) -> str:
+def remote_script(
+    workspace: str,
+    command: str | Sequence[str],
+    env_bytes: int = 0,
+    *,
+    kill_grace_s: int = 3,
+    token: str | None = None,
+) -> str:
     """The script the remote ``sh`` runs: enter the workspace, import the environment, supervise.
 
     A string command is a shell fragment the operator owns and goes verbatim; a list is quoted
     word by word. The workspace is single-quoted and entered with ``cd --``; when that fails the
     script exits :data:`EXIT_NO_WORKSPACE` with a marked message, and never runs the command.
+    ``token`` (random by default) marks the agent's environment, so descendants that left its
+    process group and lost their parent are still found (through ``/proc`` where it exists).
     """
     if isinstance(command, str):
         fragment = command.strip()
@@ -210,6 +224,7 @@ def remote_script(workspace: str, command: str | Sequence[str], env_bytes: int =
         _SUPERVISE.replace("__COMMAND__", fragment)
         .replace("__GRACE__", str(kill_grace_s))
         .replace("__SIGNAL_MARK__", SIGNAL_MARK)
+        .replace("__TOKEN__", token or secrets.token_hex(8))
     )
     return "\n".join(lines) + supervise
 

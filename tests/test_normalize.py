@@ -81,7 +81,7 @@ def result(
     tool: str,
     *,
     error: bool = False,
-    title: str = "",
+    title: str = "starting",
     duration_ms: int = 0,
     replayed: bool = False,
 ) -> ToolResult:
@@ -436,7 +436,7 @@ def test_unknown_fields_and_meta_are_tolerated() -> None:
         ),
         pytest.param(
             update("tool_call", toolCallId="t1", kind=["edit"], status="completed"),
-            [result("t1", "other")],
+            [result("t1", "other", title="")],
             id="list-tool-kind",
         ),
         pytest.param(
@@ -478,11 +478,23 @@ def test_failed_tool_call_has_the_error_flag(clock: FakeClock) -> None:
     assert fixed(events) == [result("t1", "execute", error=True, title="npm test", duration_ms=2000)]
 
 
-def test_tool_result_uses_the_terminal_updates_title(clock: FakeClock) -> None:
+def test_tool_result_uses_the_latest_title_seen(clock: FakeClock) -> None:
+    # Updates carry only what changed: without a title on the terminal update, the latest one
+    # seen (from the begin or an intermediate update) names the call.
     _, events = run([tool_call("t1", "read"), tool_update("t1", "completed")])
-    assert fixed(events) == [result("t1", "read", title="")]
+    assert fixed(events) == [result("t1", "read", title="starting")]
     _, events = run([tool_call("t2", "read"), tool_update("t2", "completed", title=42)])
-    assert fixed(events) == [result("t2", "read", title="")]
+    assert fixed(events) == [result("t2", "read", title="starting")]
+    _, events = run(
+        [
+            tool_call("t3", "edit"),
+            tool_update("t3", "in_progress", title="Writing to out.txt"),
+            tool_update("t3", "failed"),
+        ]
+    )
+    assert fixed(events) == [result("t3", "edit", error=True, title="Writing to out.txt")]
+    _, events = run([tool_call("t4", "read"), tool_update("t4", "completed", title="Read a.txt")])
+    assert fixed(events) == [result("t4", "read", title="Read a.txt")]
 
 
 def test_tool_result_title_is_capped(clock: FakeClock) -> None:
@@ -504,7 +516,7 @@ def test_unknown_tool_kind_is_other(kind: Any, clock: FakeClock) -> None:
 
 def test_absent_tool_kind_is_other(clock: FakeClock) -> None:
     _, events = run([update("tool_call", toolCallId="t1"), tool_update("t1", "completed")])
-    assert fixed(events) == [result("t1", "other")]
+    assert fixed(events) == [result("t1", "other", title="")]
 
 
 def test_kind_given_in_an_update_replaces_the_begin_kind(clock: FakeClock) -> None:

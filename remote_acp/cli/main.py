@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from .._version import __version__
+
+if TYPE_CHECKING:
+    from ..launch import LaunchTarget
 
 __all__ = ["main"]
 
@@ -47,6 +51,24 @@ def cli(log_level: str, log_format: str) -> None:
 @click.option("--turn-timeout-ms", type=int, default=None, help="Bound of one turn [3600000].")
 @click.option("--stall-timeout-ms", type=int, default=None, help="Longest gap between events [300000].")
 @click.option("--stop-grace-ms", type=int, default=None, help="Graceful teardown window [5000].")
+@click.option("--host", default=None, help="Run the agent on this host over ssh (alias, user@host, host:port).")
+@click.option("--ssh-config", default=None, help="An ssh_config file to use instead of ~/.ssh/config.")
+@click.option(
+    "--host-key-policy",
+    type=click.Choice(["accept-new", "yes", "no"]),
+    default=None,
+    help="StrictHostKeyChecking [accept-new, unless your ssh_config sets one]; 'no' needs --force-insecure-host-keys.",
+)
+@click.option("--force-insecure-host-keys", is_flag=True, help="Allow --host-key-policy no (warned at every start).")
+@click.option("--connect-timeout", type=int, default=10, show_default=True, help="ssh ConnectTimeout, seconds.")
+@click.option("--server-alive-interval", type=int, default=15, show_default=True, help="ssh keepalive, seconds.")
+@click.option("--server-alive-count-max", type=int, default=3, show_default=True, help="Missed keepalives allowed.")
+@click.option(
+    "--ssh-pass-env",
+    "pass_env",
+    multiple=True,
+    help="Carry this environment variable to the agent over stdin (never on argv). Repeatable.",
+)
 @click.argument("prompts", nargs=-1, required=True)
 def run(
     agent: str,
@@ -56,6 +78,14 @@ def run(
     turn_timeout_ms: int | None,
     stall_timeout_ms: int | None,
     stop_grace_ms: int | None,
+    host: str | None,
+    ssh_config: str | None,
+    host_key_policy: str | None,
+    force_insecure_host_keys: bool,
+    connect_timeout: int,
+    server_alive_interval: int,
+    server_alive_count_max: int,
+    pass_env: tuple[str, ...],
     prompts: tuple[str, ...],
 ) -> None:
     """Start AGENT in a session and run each PROMPT as one turn, in order.
@@ -82,8 +112,29 @@ def run(
         options = SessionOptions(command=agent, **{k: v for k, v in bounds.items() if v is not None})
     except ValidationError as exc:
         raise click.UsageError(str(exc)) from None
-    where = os.path.abspath(workspace) if workspace else os.getcwd()
-    code = anyio.run(run_prompts, options, where, list(prompts), as_json)
+    target: LaunchTarget | None = None
+    if host is not None:
+        from ..ssh import SshSettings, SshTarget
+
+        try:
+            settings = SshSettings(
+                host_key_policy=host_key_policy,  # type: ignore[arg-type]
+                force_insecure_host_keys=force_insecure_host_keys,
+                config_file=ssh_config,
+                connect_timeout_s=connect_timeout,
+                server_alive_interval_s=server_alive_interval,
+                server_alive_count_max=server_alive_count_max,
+                pass_env=pass_env,
+            )
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        target = SshTarget(host, settings)
+        if not workspace:
+            raise click.UsageError("--workspace is required with --host (a directory on that host)")
+        where = workspace
+    else:
+        where = os.path.abspath(workspace) if workspace else os.getcwd()
+    code = anyio.run(run_prompts, options, where, list(prompts), as_json, target)
     if code == EXIT_BROKEN_PIPE:
         # Keep the interpreter's final flush from failing on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

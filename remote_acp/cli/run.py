@@ -13,6 +13,7 @@ from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, exit_code_for
 from .render import HumanRenderer, JsonRenderer
 
 if TYPE_CHECKING:
+    from ..launch import LaunchTarget
     from ..options import SessionOptions
 
 __all__ = ["run_prompts"]
@@ -28,7 +29,9 @@ async def _watch_signals(session_ref: list[Session], interrupted: list[bool], sc
             session_ref[0].cancel()
 
 
-async def run_prompts(options: SessionOptions, workspace: str, prompts: list[str], as_json: bool) -> int:
+async def run_prompts(
+    options: SessionOptions, workspace: str, prompts: list[str], as_json: bool, target: LaunchTarget | None = None
+) -> int:
     renderer: JsonRenderer | HumanRenderer = JsonRenderer() if as_json else HumanRenderer()
     final: dict[str, Any] = {"type": "run_result", "session_id": None, "outcome": None, "error_kind": None}
     session_ref: list[Session] = []
@@ -38,7 +41,7 @@ async def run_prompts(options: SessionOptions, workspace: str, prompts: list[str
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_signals, session_ref, interrupted, scope)
             try:
-                async with open_session(workspace, options) as session:
+                async with open_session(workspace, options, target) as session:
                     session_ref.append(session)
                     final["session_id"] = session.session_id
                     for prompt in prompts:

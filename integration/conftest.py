@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from integration.sshlab import SshLab
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@pytest.fixture(scope="session")
+def ssh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
+    """Three loopback sshd hosts (lab1..lab3) and one in a network namespace (lab4)."""
+    lab = SshLab(Path(tmp_path_factory.mktemp("sshlab")))
+    try:
+        yield lab.start(3, namespaced=True)
+    finally:
+        lab.stop()
