@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import importlib.util
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Collection, Iterator, Sequence
 
 __all__ = [
     "ANCHORS",
@@ -267,19 +268,23 @@ def fmt_rate(per_s: float) -> str:
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], float]], runs: int, warmup: int, caps: dict[str, int] | None = None
+    contenders: dict[str, Callable[[], float]],
+    runs: int,
+    warmup: int,
+    caps: dict[str, int] | None = None,
+    cold: Collection[str] = (),
 ) -> dict[str, list[float]]:
     """Run every contender once per round, after ``warmup`` unrecorded rounds.
 
     Interleaving spreads the machine's noise over all contenders instead of favouring whoever
     ran in a quiet moment. ``caps`` limits the recorded runs of slow contenders; their runs are
-    spread evenly over the rounds, and they warm up once.
+    spread evenly over the rounds, and they warm up once. ``cold`` ones are never warmed up.
     """
     caps = caps or {}
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for round_no in range(warmup):
         for name, fn in contenders.items():
-            if round_no == 0 or caps.get(name, runs) >= runs:
+            if name not in cold and (round_no == 0 or caps.get(name, runs) >= runs):
                 fn()
     for round_no in range(runs):
         for name, fn in contenders.items():
@@ -390,9 +395,7 @@ class Summary:
     def load(path: str) -> Summary:
         with open(path, encoding="utf-8") as fh:
             payload = json.load(fh)
-        return Summary(
-            payload["name"], [Check(**c) for c in payload["checks"]], list(payload.get("leftovers", []))
-        )
+        return Summary(payload["name"], [Check(**c) for c in payload["checks"]], list(payload.get("leftovers", [])))
 
 
 def environment_note() -> str:
@@ -408,7 +411,10 @@ def environment_note() -> str:
 def benchmark_process(summary: Summary, summary_file: str | None) -> Iterator[None]:
     """Subreaper on entry; on exit sweep leftovers, print and save the summary."""
     become_subreaper()
-    print(environment_note())
+    # The library's expected warnings (e.g. a force-terminated stubborn agent) would interleave
+    # with the tables; a handler that drops them keeps logging's last-resort printer quiet.
+    logging.getLogger("remote_acp").addHandler(logging.NullHandler())
+    print(environment_note(), flush=True)
     try:
         yield
     finally:

@@ -4,9 +4,11 @@
 
 One turn of the scriptable agent streams ``--chunks`` one-character ``agent_message_chunk``
 updates (``@bulk=N``: the agent writes them pre-built, so it is never the bottleneck). Rates are
-chunks divided by the turn's time (prompt sent to the turn's end), the session start excluded:
+chunks divided by the turn's time (prompt sent to the turn's end), the session start excluded.
+Contenders run interleaved, one of each per round (the slow anchors in fewer rounds):
 
-- ours: ``open_session`` + ``Session.run_turn(on_event=counter)`` in this process;
+- ours: ``open_session`` + ``Session.run_turn(on_event=counter)`` in this process, a fresh
+  session (and event loop) per round;
 - the official SDK's client on the same agent and turn (its own process);
 - a raw stdlib client on the same agent and turn (read lines, ``json.loads``, dict access);
 - over the turn's lines captured once to a file: the raw loop alone, and bare ``json.loads``;
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from remote_acp.framing import LineFramer
+from remote_acp.framing import OVERSIZED, LineFramer
 from remote_acp.jsonrpc import JsonRpcPeer, Notification
 from remote_acp.normalize import Normalizer
 from remote_acp.options import SessionOptions
@@ -49,6 +51,7 @@ from ._common import (
     benchmark_process,
     fmt_rate,
     fmt_s,
+    interleaved,
     median,
     run_json,
     sdk_python,
@@ -56,6 +59,8 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from remote_acp.events import Event
 
 TARGET_PER_S = 50_000.0
@@ -74,7 +79,7 @@ def capture(path: Path, chunks: int) -> bytes:
     proc = subprocess.Popen(agent_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        requests = [
+        requests: list[tuple[str, dict[str, Any]]] = [
             ("initialize", {"protocolVersion": 1}),
             ("session/new", {"cwd": "/", "mcpServers": []}),
             ("session/prompt", {"sessionId": None, "prompt": [{"type": "text", "text": f"@bulk={chunks}"}]}),
@@ -123,41 +128,39 @@ class Counter:
             self.deltas += 1
 
 
-async def ours(chunks: int, runs: int, profile: bool) -> tuple[list[float], pstats.Stats | None]:
-    """Turn times of ``runs`` turns on one session (after one warm-up turn)."""
+async def ours_turn(chunks: int, profile: bool = False) -> tuple[float, pstats.Stats | None]:
+    """The time of one ``chunks``-chunk turn on a fresh session (and its cProfile if asked)."""
     options = SessionOptions(command=agent_argv())
-    prompt = f"@bulk={chunks}"
-    times: list[float] = []
-    stats = None
+    counter = Counter()
+    profiler = cProfile.Profile() if profile else None
     async with open_session(str(Path.cwd()), options) as session:
-        for index in range(runs + 1 + (1 if profile else 0)):
-            counter = Counter()
-            profiler = cProfile.Profile() if profile and index == runs + 1 else None
-            start = time.perf_counter()
-            if profiler is not None:
-                profiler.enable()
-            result = await session.run_turn(prompt, counter)
-            if profiler is not None:
-                profiler.disable()
-                stats = pstats.Stats(profiler)
-            elapsed = time.perf_counter() - start
-            if result.outcome != "turn_completed" or counter.deltas != chunks:
-                raise RuntimeError(f"turn ended {result.outcome} after {counter.deltas} chunks")
-            if index > 0 and profiler is None:
-                times.append(elapsed)
-    return times, stats
+        start = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        result = await session.run_turn(f"@bulk={chunks}", counter)
+        if profiler is not None:
+            profiler.disable()
+        elapsed = time.perf_counter() - start
+    if result.outcome != "turn_completed" or counter.deltas != chunks:
+        raise RuntimeError(f"turn ended {result.outcome} after {counter.deltas} chunks")
+    return elapsed, pstats.Stats(profiler) if profiler is not None else None
+
+
+def client_rate(argv: list[str], chunks: int) -> float:
+    """Chunks per second of an anchor client's turn, as the client itself timed it."""
+    result = run_json(argv)
+    if result["chunks"] != chunks:
+        raise RuntimeError(f"{argv[1]} counted {result['chunks']} chunks, expected {chunks}")
+    return chunks / float(result["turn_s"])
 
 
 # --------------------------------------------------------------------------- in-process loops
 
 
-def best_of(runs: int, fn: Any, *args: Any) -> list[float]:
-    out: list[float] = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn(*args)
-        out.append(time.perf_counter() - start)
-    return out
+def timed_rate(chunks: int, fn: Callable[..., object], *args: object) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return chunks / (time.perf_counter() - start)
 
 
 def raw_loop(path: Path) -> int:
@@ -196,7 +199,8 @@ def stage_jsonrpc(reads: list[bytes]) -> int:
     count = 0
     for data in reads:
         for frame in framer.feed(data):
-            assert frame.__class__ is bytes
+            if frame is OVERSIZED:
+                continue
             if isinstance(peer.receive(frame), Notification):
                 count += 1
     return count
@@ -210,8 +214,9 @@ def stage_normalize(reads: list[bytes], session_id: str) -> int:
     emit = events.append
     for data in reads:
         for frame in framer.feed(data):
-            assert frame.__class__ is bytes
-            message = peer.receive(frame)  # type: ignore[arg-type]
+            if frame is OVERSIZED:
+                continue
+            message = peer.receive(frame)
             if isinstance(message, Notification) and message.method == "session/update":
                 normalizer.on_update(message.params, emit)
     normalizer.flush(emit)
@@ -224,7 +229,7 @@ def stage_normalize(reads: list[bytes], session_id: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=100_000, help="chunks in the turn (default 100000)")
-    parser.add_argument("--runs", type=int, default=5, help="recorded runs of the in-process contenders")
+    parser.add_argument("--runs", type=int, default=5, help="rounds (runs of every in-process contender)")
     parser.add_argument("--sdk-runs", type=int, default=2, help="runs of the SDK client (slow)")
     parser.add_argument("--raw-runs", type=int, default=3, help="runs of the raw client subprocess")
     parser.add_argument("--profile", action="store_true", help="cProfile one of our turns")
@@ -244,44 +249,41 @@ def measure(args: argparse.Namespace, summary: Summary, tmp: Path) -> None:
     session_id = json.loads(lines[0])["params"]["sessionId"]
     print(f"captured {len(lines):,} lines, {len(data):,} bytes ({len(data) / len(lines):.0f} bytes/line)")
 
-    rates: dict[str, list[float]] = {}
+    reads = pieces(data)
     name_ours = "ours: open_session + run_turn (in process, live agent)"
-    times, stats = anyio.run(ours, chunks, args.runs, args.profile)
-    rates[name_ours] = [chunks / t for t in times]
-
-    sdk_py = sdk_python()
     name_sdk = "SDK client (subprocess, live agent)"
+    name_raw = "raw stdlib client (subprocess, live agent)"
+    name_loop = "raw stdlib loop over the captured lines"
+    name_loads = "bare json.loads over the captured lines"
+    contenders: dict[str, Callable[[], float]] = {
+        name_ours: lambda: chunks / anyio.run(ours_turn, chunks)[0],
+    }
+    sdk_py = sdk_python()
     if sdk_py is not None:
-        for _ in range(args.sdk_runs):
-            result = run_json([sdk_py, str(ANCHORS / "sdk_client.py"), "stats", f"@bulk={chunks}", *agent_argv()])
-            if result["chunks"] != chunks:
-                raise RuntimeError(f"SDK client counted {result['chunks']} chunks")
-            rates.setdefault(name_sdk, []).append(chunks / result["turn_s"])
+        sdk_argv = [sdk_py, str(ANCHORS / "sdk_client.py"), "stats", f"@bulk={chunks}", *agent_argv()]
+        contenders[name_sdk] = lambda: client_rate(sdk_argv, chunks)
     else:
         print("SDK client skipped: no interpreter can import acp (set REMOTE_ACP_BENCH_SDK_PYTHON)")
-
-    name_raw = "raw stdlib client (subprocess, live agent)"
-    for _ in range(args.raw_runs):
-        result = run_json([PY, str(ANCHORS / "raw_client.py"), "stats", f"@bulk={chunks}", *agent_argv()])
-        if result["chunks"] != chunks:
-            raise RuntimeError(f"raw client counted {result['chunks']} chunks")
-        rates.setdefault(name_raw, []).append(chunks / result["turn_s"])
-
-    name_loop = "raw stdlib loop over the captured lines"
-    raw_loop(path)
-    rates[name_loop] = [chunks / t for t in best_of(args.runs, raw_loop, path)]
-    name_loads = "bare json.loads over the captured lines"
-    rates[name_loads] = [chunks / t for t in best_of(args.runs, bare_loads, lines)]
-
-    reads = pieces(data)
-    stage_normalize(reads, session_id)
-    core = {
-        "core: LineFramer.feed only": [chunks / t for t in best_of(args.runs, stage_framer, reads)],
-        "core: + JsonRpcPeer.receive": [chunks / t for t in best_of(args.runs, stage_jsonrpc, reads)],
-        "core: + Normalizer.on_update (events built)": [
-            chunks / t for t in best_of(args.runs, stage_normalize, reads, session_id)
-        ],
+    raw_argv = [PY, str(ANCHORS / "raw_client.py"), "stats", f"@bulk={chunks}", *agent_argv()]
+    contenders[name_raw] = lambda: client_rate(raw_argv, chunks)
+    contenders[name_loop] = lambda: timed_rate(chunks, raw_loop, path)
+    contenders[name_loads] = lambda: timed_rate(chunks, bare_loads, lines)
+    core_names = {
+        "core: LineFramer.feed only": lambda: timed_rate(chunks, stage_framer, reads),
+        "core: + JsonRpcPeer.receive": lambda: timed_rate(chunks, stage_jsonrpc, reads),
+        "core: + Normalizer.on_update (events built)": lambda: timed_rate(chunks, stage_normalize, reads, session_id),
     }
+    contenders.update(core_names)
+    samples = interleaved(
+        contenders,
+        args.runs,
+        warmup=1,
+        caps={name_sdk: args.sdk_runs, name_raw: args.raw_runs},
+        cold=(name_sdk, name_raw),
+    )
+    rates = {name: values for name, values in samples.items() if name not in core_names and values}
+    core = {name: samples[name] for name in core_names}
+    stats = anyio.run(ours_turn, chunks, True)[1] if args.profile else None
 
     ours_rate = median(rates[name_ours])
     table = Table("contender", "median", "best", "n", "turn time", "ours / this", "DESIGN ref")
@@ -300,16 +302,19 @@ def measure(args: argparse.Namespace, summary: Summary, tmp: Path) -> None:
     table.print()
     print("ours / this: our median rate divided by the contender's (> 1: ours is faster).")
 
-    section("where our time per chunk goes (medians, microseconds per chunk)")
+    section("where our time per chunk goes (microseconds per chunk, from the best runs: the least disturbed)")
     per_chunk = Table("stage", "us/chunk", "of ours")
-    total = 1e6 / ours_rate
+    total = 1e6 / max(rates[name_ours])
     previous = 0.0
     for name, values in core.items():
-        cost = 1e6 / median(values)
+        cost = 1e6 / max(values)
         per_chunk.add(name.replace("core: ", ""), f"{cost - previous:.2f}", f"{(cost - previous) / total:.0%}")
         previous = cost
-    per_chunk.add("the rest: pipe reads, event loop, turn iteration, on_event", f"{total - previous:.2f}",
-                  f"{(total - previous) / total:.0%}")
+    per_chunk.add(
+        "the rest: pipe reads, event loop, turn iteration, on_event",
+        f"{total - previous:.2f}",
+        f"{(total - previous) / total:.0%}",
+    )
     per_chunk.add("total (ours, live)", f"{total:.2f}", "100%")
     per_chunk.print()
 

@@ -38,7 +38,7 @@ class LaunchSpec:
     """What to run locally: argv, environment and cwd, plus the target's facts about it."""
 
     argv: list[str]
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)
     cwd: str | None
     target: str
     """A short label for logs: ``local`` or the host."""

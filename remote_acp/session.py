@@ -12,7 +12,6 @@ session finished starting.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections import deque
 from contextlib import asynccontextmanager
@@ -20,10 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import ValidationError
 
 from ._version import __version__
-from .connection import AgentConnection, PendingCall
+from .connection import AgentConnection
 from .disposition import choose_refusal, disposition_for_stop_reason
 from .errors import ErrorKind, RemoteAcpError
 from .events import Event, Malformed, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
@@ -33,8 +31,9 @@ from .launch import LaunchTarget, LocalTarget
 from .logs import ContextLogger
 from .normalize import Normalizer
 from .process import AgentProcess
+from .teardown import CANCELLED_OUTCOME, ProtocolClose, stop_agent
 from .turn import ActiveTurn, Ending, TurnResult
-from .wire import PROTOCOL_VERSION, InitializeResult, NewSessionResult, initialize_params, prompt_params
+from .wire import PROTOCOL_VERSION, WireError, initialize_params, parse_initialize, parse_new_session, prompt_params
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -51,7 +50,6 @@ ELICITATION_NOTICE = (
     "the agent asked for something only a person could give, and this unattended run has no one to "
     "give it: an answer to a question"
 )
-CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +154,8 @@ class Session:
 
         raw = await self._call("initialize", initialize_params(__version__), options.initialize_timeout_ms)
         try:
-            init = InitializeResult.model_validate(raw)
-        except ValidationError:
+            init = parse_initialize(raw)
+        except WireError:
             raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode") from None
         if init.protocol_version != PROTOCOL_VERSION:
             raise RemoteAcpError(
@@ -165,25 +163,24 @@ class Session:
                 f"agent reported protocol version {init.protocol_version}, want {PROTOCOL_VERSION}",
             )
         agent = init.agent_info
-        caps = init.agent_capabilities
-        if caps.session_capabilities.close is not None:
+        if init.session_capability("close"):
             self._close_method = "session/close"
 
         raw = await self._call("session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms)
         try:
-            new = NewSessionResult.model_validate(raw)
-        except ValidationError:
+            session_id = parse_new_session(raw)
+        except WireError:
             raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new response did not decode") from None
-        self._normalizer.session_id = new.session_id
-        self.log.bind(session_id=new.session_id)
+        self._normalizer.session_id = session_id
+        self.log.bind(session_id=session_id)
         self.info = SessionInfo(
-            session_id=new.session_id,
+            session_id=session_id,
             pid=process.pid,
             target=self._target.label,
             workspace=self._workspace,
             agent_name=agent.name if agent else "",
             agent_version=agent.version if agent else "",
-            capabilities=caps.model_dump(by_alias=True, exclude_none=True),
+            capabilities=init.agent_capabilities,
         )
         self.log.info(
             "agent implementation",
@@ -558,7 +555,7 @@ class Session:
     # -- teardown -----------------------------------------------------------------------------
 
     async def _teardown(self) -> None:
-        """Stop the session in the fixed order; bounded by ``stop_grace_ms`` plus the drain bound."""
+        """Stop the session in the fixed order (see :mod:`remote_acp.teardown`)."""
         with anyio.CancelScope(shield=True):
             if self._torn_down:
                 return
@@ -566,75 +563,20 @@ class Session:
             conn, process = self._conn, self._process
             if conn is None or process is None:
                 return
-            deadline = time.monotonic() + self._options.stop_grace_ms / 1000
-
-            def remaining() -> float:
-                return max(0.0, deadline - time.monotonic())
-
-            # 1. answer every request the agent still holds open
-            for request_id, method in list(conn.peer.open_incoming.items()):
-                if method == "session/request_permission":
-                    conn.answer(request_id, CANCELLED_OUTCOME)
-                else:
-                    conn.answer_error(request_id, METHOD_NOT_FOUND, "method not found")
-            with anyio.move_on_after(remaining() / 2):
-                await conn.flush()
-            # 2. session/close when the handshake advertised it
-            if self._close_method and self.info and not conn.lost.is_set():
-                await self._close_through_protocol(conn, remaining() / 2)
-            conn.begin_close()
-            # 3. SIGTERM to the group (and to descendants that left it), 4. close stdin
-            process.remember_descendants()
-            process.signal_group(signal.SIGTERM)
-            process.close_stdin()
-            # 5. wait for the exit within what is left of the window
-            with anyio.move_on_after(remaining()):
-                await process.exited.wait()
-            if not process.exited.is_set():
-                self.log.warning(
-                    "agent did not exit inside the graceful period and was force-terminated",
-                    extra={"grace_ms": self._options.stop_grace_ms},
-                )
-            # 6. SIGKILL the group unconditionally, as a backstop
-            process.signal_group(signal.SIGKILL)
-            # 7. close stdout and the connection; whoever still holds our pipes is killed too
-            with anyio.move_on_after(0.2):
-                await process.stderr_eof.wait()
-                await process.stdout_eof.wait()
-            if conn.output_abandoned or not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
-                process.kill_pipe_holders()
-            process.close_stdout()
-            # 8. collect stderr and reap
-            drain = self._options.output_drain_ms / 1000
-            with anyio.move_on_after(drain):
-                await process.stderr_eof.wait()
-            with anyio.move_on_after(drain):
-                await process.exited.wait()
-            process.reap()
+            close = ProtocolClose(self._close_method, self.session_id) if self._close_method and self.info else None
+            await stop_agent(
+                conn,
+                process,
+                grace_s=self._options.stop_grace_ms / 1000,
+                drain_s=self._options.output_drain_ms / 1000,
+                close=close,
+                log=self.log,
+            )
             if self._queued:
                 self.log.warning(
                     "dropping events queued for a turn that never started", extra={"count": len(self._queued)}
                 )
                 self._queued.clear()
-            # 9. release the pipes last
-            conn.stop()
-            process.release()
-
-    async def _close_through_protocol(self, conn: AgentConnection, bound: float) -> None:
-        method = self._close_method
-        assert method is not None
-        call: PendingCall = conn.call(method, {"sessionId": self.session_id})
-        with anyio.move_on_after(bound):
-            await call.done.wait()
-        if not call.done.is_set():
-            conn.abandon(call)
-            self.log.warning("%s did not complete before the wait ended", method, extra={"bound_s": round(bound, 3)})
-        elif call.response is None:
-            self.log.debug("%s call did not complete", method)
-        elif call.response.error is not None:
-            self.log.warning("%s returned an error", method, extra={"code": call.response.error.code})
-        else:
-            self.log.debug("session closed through the protocol")
 
 
 class TurnStream:

@@ -68,9 +68,13 @@ class Destination:
 
     @property
     def label(self) -> str:
+        """The destination as a person would write it (and :func:`parse_destination` reads)."""
         if self.port is None:
             return self.host
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        user, at, address = self.host.rpartition("@")
+        if ":" in address:
+            address = f"[{address}]"
+        return f"{user}{at}{address}:{self.port}"
 
 
 def parse_destination(text: str) -> Destination:
@@ -80,7 +84,7 @@ def parse_destination(text: str) -> Destination:
         with ``-`` could be read as an option).
     """
     host = text.strip()
-    if not host or any(c.isspace() or ord(c) < 32 for c in host):
+    if not host or any(c.isspace() or not c.isprintable() for c in host):
         raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {text!r} is empty or contains blanks")
     user, at, rest = host.rpartition("@")
     port: int | None = None
@@ -101,7 +105,7 @@ def parse_destination(text: str) -> Destination:
 
 
 def _port(text: str, whole: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {whole!r} has an invalid port")
     return int(text)
 
@@ -125,11 +129,11 @@ def env_preamble(values: Mapping[str, str]) -> bytes:
     return (body + " " * padding + "\n").encode()
 
 
-# The supervisor: POSIX sh, with ps, awk and (on Linux) /proc. A watchdog runs beside the agent and, once the
-# connection is gone (our shell's parent, the per-connection sshd, changed) or the agent exited
-# leaving descendants behind, kills every process it has seen descend from the agent: SIGTERM,
-# then SIGKILL after a grace period. After the agent exits the shell closes its stdout at once,
-# so the client sees the end of stream without waiting for the watchdog.
+# The supervisor: POSIX sh, with ps, awk and (on Linux) /proc. A watchdog runs beside the agent
+# and, once the connection is gone (our shell's parent, the per-connection sshd, changed), kills
+# every process it has seen descend from the agent: SIGTERM, then SIGKILL after a grace period.
+# When the agent exits by itself the shell closes its stdout at once (the client sees the end of
+# stream), stops the watchdog and kills whatever the agent left behind the same way.
 _SUPERVISE = r"""
 _ra_tree() {
   ps -e -o pid= -o ppid= 2>/dev/null | awk -v root="$1" '
@@ -163,6 +167,7 @@ __COMMAND__
 } <&3 3<&- &
 _ra_agent=$!
 exec 3<&- 0</dev/null
+trap '' PIPE  # a vanished client must not stop the cleanup below (the agent keeps its own)
 (
   while kill -0 "$_ra_agent" 2>/dev/null; do
     _ra_note
@@ -172,16 +177,17 @@ exec 3<&- 0</dev/null
     fi
     sleep 1
   done
-  [ -n "$(echo $_ra_seen)" ] && _ra_kill
 ) >/dev/null &
 _ra_watch=$!
 wait "$_ra_agent"
 _ra_rc=$?
 exec 1>/dev/null
+kill "$_ra_watch" 2>/dev/null
+_ra_seen=$(_ra_marked | tr '\n' ' ')
+[ -n "$(echo $_ra_seen)" ] && _ra_kill
 if [ "$_ra_rc" -gt 128 ] && [ "$_ra_rc" -lt 160 ]; then
   echo "__SIGNAL_MARK__ $((_ra_rc - 128))" >&2
 fi
-wait "$_ra_watch"
 exit "$_ra_rc"
 """
 
@@ -208,23 +214,25 @@ def remote_script(
         fragment = shlex.join(command_argv(list(command)))
     where = shlex.quote(workspace)
     lines = [
-        f"cd -- {where} 2>/dev/null || {{ echo {shlex.quote(f'{WORKSPACE_MARK} {workspace}')} >&2; "
+        f"cd -- {where} 2>/dev/null || {{ printf '%s\\n' {shlex.quote(f'{WORKSPACE_MARK} {workspace}')} >&2; "
         f"exit {EXIT_NO_WORKSPACE}; }}",
     ]
     if env_bytes:
         lines += [
             "command -v dd >/dev/null 2>&1 || { echo 'remote-acp: dd is required on this host to receive "
             f"environment variables' >&2; exit {EXIT_NO_ENVIRONMENT}; }}",
-            f'_RA_ENV=$(dd bs=1 count={env_bytes} 2>/dev/null) && eval "$_RA_ENV" && [ "${{_RA_COMPLETE-}}" = 1 ] '
+            f"_RA_ENV=$(dd bs=1 count={env_bytes} 2>/dev/null) "
+            '&& command eval "$_RA_ENV" && [ "${_RA_COMPLETE-}" = 1 ] '
             "|| { echo 'remote-acp: the environment sent on stdin did not arrive whole' >&2; "
             f"exit {EXIT_NO_ENVIRONMENT}; }}",
             "unset _RA_ENV _RA_COMPLETE",
         ]
+    # The command goes in last, so placeholder-like words in it are never rewritten.
     supervise = (
-        _SUPERVISE.replace("__COMMAND__", fragment)
-        .replace("__GRACE__", str(kill_grace_s))
+        _SUPERVISE.replace("__GRACE__", str(kill_grace_s))
         .replace("__SIGNAL_MARK__", SIGNAL_MARK)
         .replace("__TOKEN__", token or secrets.token_hex(8))
+        .replace("__COMMAND__", fragment)
     )
     return "\n".join(lines) + supervise
 
@@ -344,7 +352,11 @@ class SshTarget:
             target=destination.label,
             remote=True,
             stdin_prefix=preamble,
-            secrets=tuple(sorted({*secret_values(environ), *carried.values()}, key=len, reverse=True)),
+            # Carried values are masked too (above the length below which masking would
+            # garble ordinary words), whatever their names.
+            secrets=tuple(
+                sorted({*secret_values(environ), *secret_values(carried, any_name=True)}, key=len, reverse=True)
+            ),
         )
 
     async def _host_key_policy(self, ssh: str, destination: Destination, environ: dict[str, str]) -> str | None:

@@ -21,9 +21,10 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.I
 _MIN_SECRET_LEN: Final = 4  # shorter values ("1", "yes") would mask ordinary words
 
 
-def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
-    """Values of variables whose names look secret, longest first (so overlaps mask fully)."""
-    found = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+def secret_values(env: Mapping[str, str], *, any_name: bool = False) -> tuple[str, ...]:
+    """Values of variables whose names look secret (or of all, with ``any_name``), longest
+    first so overlapping values mask fully. Values too short to mask safely are left out."""
+    found = {v for k, v in env.items() if (any_name or _SECRET_NAME.search(k)) and len(v) >= _MIN_SECRET_LEN}
     return tuple(sorted(found, key=len, reverse=True))
 
 

@@ -1,65 +1,102 @@
-"""Lean models of the ACP messages this client reads and writes outside the hot path.
+"""The ACP messages this client reads and writes outside the streamed updates, decoded by hand.
 
-Only what the client uses is modelled; unknown fields, ``_meta`` and vendor extensions are
-tolerated everywhere (agents send fields outside the schema). Streamed updates are not modelled
-here: the normalizer reads them straight from the parsed dict.
+Only what the client uses is read; unknown fields, ``_meta`` and vendor extensions are
+tolerated everywhere (agents send fields outside the schema). Decoding is a few dict lookups
+rather than validation models: a session start should not pay for building schema classes,
+and the conformance tests check what we send against the official SDK's models instead.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Final
-
-from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "PROTOCOL_VERSION",
-    "AgentCapabilities",
     "AgentInfo",
     "InitializeResult",
-    "NewSessionResult",
-    "SessionCapabilities",
+    "WireError",
     "initialize_params",
+    "parse_initialize",
+    "parse_new_session",
     "prompt_params",
 ]
 
 PROTOCOL_VERSION: Final = 1
 
 
-class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+class WireError(ValueError):
+    """A result did not have the shape the protocol gives it."""
 
 
-class AgentInfo(_Tolerant):
-    name: str = ""
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    name: str
+    version: str
     title: str | None = None
-    version: str = ""
 
 
-class SessionCapabilities(_Tolerant):
-    """Each entry is an object whose presence means support."""
+@dataclass(frozen=True, slots=True)
+class InitializeResult:
+    protocol_version: int
+    agent_capabilities: dict[str, Any] = field(default_factory=dict)
+    agent_info: AgentInfo | None = None
+    auth_methods: list[Any] = field(default_factory=list)
 
-    resume: dict[str, Any] | None = None
-    close: dict[str, Any] | None = None
-    delete: dict[str, Any] | None = None
-    list_: dict[str, Any] | None = Field(None, alias="list")
+    @property
+    def load_session(self) -> bool:
+        return self.agent_capabilities.get("loadSession") is True
 
-
-class AgentCapabilities(_Tolerant):
-    load_session: bool = Field(False, alias="loadSession")
-    session_capabilities: SessionCapabilities = Field(default_factory=SessionCapabilities, alias="sessionCapabilities")
-    mcp_capabilities: dict[str, Any] = Field(default_factory=dict, alias="mcpCapabilities")
-    prompt_capabilities: dict[str, Any] = Field(default_factory=dict, alias="promptCapabilities")
-
-
-class InitializeResult(_Tolerant):
-    protocol_version: int = Field(alias="protocolVersion")
-    agent_capabilities: AgentCapabilities = Field(default_factory=AgentCapabilities, alias="agentCapabilities")
-    auth_methods: list[Any] = Field(default_factory=list, alias="authMethods")
-    agent_info: AgentInfo | None = Field(None, alias="agentInfo")
+    def session_capability(self, name: str) -> bool:
+        """Whether ``sessionCapabilities.<name>`` is advertised (an object; presence means support)."""
+        caps = self.agent_capabilities.get("sessionCapabilities")
+        return isinstance(caps, dict) and isinstance(caps.get(name), dict)
 
 
-class NewSessionResult(_Tolerant):
-    session_id: str = Field(alias="sessionId", min_length=1)
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise WireError(f"{what} is not an object")
+    return value
+
+
+def parse_initialize(raw: Any) -> InitializeResult:
+    """Decode an ``initialize`` result.
+
+    :raises WireError: when it is not an object or has no integer ``protocolVersion``.
+    """
+    result = _object(raw, "the initialize result")
+    version = result.get("protocolVersion")
+    if type(version) is not int:
+        raise WireError("the initialize result has no integer protocolVersion")
+    info = result.get("agentInfo")
+    agent = None
+    if isinstance(info, dict):
+        name, ver, title = info.get("name"), info.get("version"), info.get("title")
+        agent = AgentInfo(
+            name if isinstance(name, str) else "",
+            ver if isinstance(ver, str) else "",
+            title if isinstance(title, str) else None,
+        )
+    methods = result.get("authMethods")
+    return InitializeResult(
+        protocol_version=version,
+        agent_capabilities=_object(result.get("agentCapabilities"), "agentCapabilities"),
+        agent_info=agent,
+        auth_methods=methods if isinstance(methods, list) else [],
+    )
+
+
+def parse_new_session(raw: Any) -> str:
+    """The ``sessionId`` of a ``session/new`` result.
+
+    :raises WireError: when there is no non-empty string ``sessionId``.
+    """
+    session_id = _object(raw, "the session/new result").get("sessionId")
+    if not isinstance(session_id, str) or not session_id:
+        raise WireError("the session/new result has no sessionId")
+    return session_id
 
 
 def initialize_params(client_version: str) -> dict[str, Any]:

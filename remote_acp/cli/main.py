@@ -96,7 +96,6 @@ def run(
     8 cancelled; 9 the agent needs a person; 130 interrupted.
     """
     import anyio
-    from pydantic import ValidationError
 
     from ..options import SessionOptions
     from .exit_codes import EXIT_BROKEN_PIPE
@@ -110,7 +109,7 @@ def run(
     }
     try:
         options = SessionOptions(command=agent, **{k: v for k, v in bounds.items() if v is not None})
-    except ValidationError as exc:
+    except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     target: LaunchTarget | None = None
     if host is not None:

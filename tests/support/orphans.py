@@ -44,7 +44,7 @@ def find_marked(marker: str) -> list[int]:
     return found
 
 
-def kill_marked(marker: str, settle_s: float = 3.0) -> list[str]:
+def kill_marked(marker: str, settle_s: float = 6.0) -> list[str]:
     """Wait up to ``settle_s`` for marked processes to go; kill and describe any that stay."""
     deadline = time.monotonic() + settle_s
     while (pids := find_marked(marker)) and time.monotonic() < deadline:

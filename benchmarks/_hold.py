@@ -1,0 +1,65 @@
+"""Worker of the memory benchmark: a client process holding N idle sessions, reporting its RSS.
+
+    python -m benchmarks._hold N [AGENT_ARGV...]
+
+It imports only what a program embedding the library would (the library, anyio), opens N
+sessions on the scriptable agent one after another, runs one one-chunk turn on each, and, with
+every session open and idle, prints one JSON object: ``rss_kib`` / ``hwm_kib`` (VmRSS / VmHWM of
+this process; the agents are other processes and are not counted), ``start_kib`` (before the
+library was imported) and ``imported_kib`` (after). Then it closes every session.
+"""
+
+from __future__ import annotations
+
+
+def _rss() -> dict[str, int]:
+    out: dict[str, int] = {}
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line[2:5].lower() + "_kib"] = int(line.split()[1])
+    return out
+
+
+START = _rss()["rss_kib"]
+
+import gc  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from contextlib import AsyncExitStack  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+import anyio  # noqa: E402
+
+from remote_acp import SessionOptions, open_session  # noqa: E402
+
+if TYPE_CHECKING:
+    from remote_acp.session import Session
+
+IMPORTED = _rss()["rss_kib"]
+
+
+async def hold(count: int, agent: list[str]) -> dict[str, int]:
+    options = SessionOptions(command=agent)
+    async with AsyncExitStack() as stack:
+        sessions: list[Session] = [
+            await stack.enter_async_context(open_session(os.getcwd(), options)) for _ in range(count)
+        ]
+        for session in sessions:
+            result = await session.run_turn("hi")
+            if result.outcome != "turn_completed":
+                raise RuntimeError(f"turn ended {result.outcome}")
+        gc.collect()
+        await anyio.sleep(0.05)
+        return {"sessions": len(sessions), "start_kib": START, "imported_kib": IMPORTED, **_rss()}
+
+
+def main() -> None:
+    count = int(sys.argv[1])
+    agent = sys.argv[2:] or [sys.executable, "-m", "remote_acp.testing.scripted_agent"]
+    print(json.dumps(anyio.run(hold, count, agent)))
+
+
+if __name__ == "__main__":
+    main()
