@@ -22,7 +22,7 @@ import anyio
 
 from ._version import __version__
 from .connection import AgentConnection
-from .disposition import choose_refusal, disposition_for_stop_reason
+from .disposition import disposition_for_stop_reason
 from .errors import ErrorKind, RemoteAcpError
 from .events import Event, Malformed, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
 from .jsonrpc import METHOD_NOT_FOUND, Request
@@ -31,8 +31,9 @@ from .launch import LaunchTarget, LocalTarget
 from .logs import ContextLogger
 from .normalize import Normalizer
 from .process import AgentProcess
-from .teardown import CANCELLED_OUTCOME, ProtocolClose, stop_agent
+from .teardown import ProtocolClose, stop_agent
 from .turn import ActiveTurn, Ending, TurnResult
+from .unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
 from .wire import PROTOCOL_VERSION, WireError, initialize_params, parse_initialize, parse_new_session, prompt_params
 
 if TYPE_CHECKING:
@@ -44,12 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SessionInfo", "TurnStream", "open_session"]
 
 CREDENTIAL_REFUSED = -32000
-REFUSED_NOTICE = "refused a permission request because this run is unattended and no one can approve it"
-NO_REFUSAL_NOTICE = "the agent needs a permission this unattended run cannot grant"
-ELICITATION_NOTICE = (
-    "the agent asked for something only a person could give, and this unattended run has no one to "
-    "give it: an answer to a question"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +82,7 @@ class Session:
         self._latched: Ending | None = None
         self._close_method: str | None = None
         self._torn_down = False
+        self._gating = GatingNotice(tool_servers_delivered=0)  # no tool servers are delivered yet
         self.info: SessionInfo | None = None
 
     # -- public -------------------------------------------------------------------------------
@@ -464,43 +460,33 @@ class Session:
     def on_request(self, request: Request) -> None:
         conn = self._conn
         assert conn is not None
-        method = request.method
-        if method == "session/request_permission":
-            self._on_permission(request)
-        elif method == "elicitation/create":
-            conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
-            self._notice(ELICITATION_NOTICE)
-            self._end_for_person("an answer to a question")
-        elif method.startswith(("fs/", "terminal/")):
-            conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
+        turn = self._turn
+        reply = answer_agent_request(
+            request.method, request.params, winding_down=turn is not None and turn.ending is not None
+        )
+        if reply.error is not None:
+            conn.answer_error(request.id, METHOD_NOT_FOUND, reply.error)
+            if reply.malformed is None and reply.notice is None:
+                self.log.debug("answered an agent request with method not found", extra={"method": request.method})
+        else:
+            conn.answer(request.id, reply.result)
+        if reply.notice is not None:
+            self._notice(reply.notice)
+        if reply.malformed is not None:
             self._sink.append(
                 Malformed(
                     timestamp=utc_now(),
                     pid=self.pid,
                     session_id=self.session_id or None,
-                    message="the agent called a method this client does not implement",
-                    detail=method,
+                    message=NOT_IMPLEMENTED,
+                    detail=reply.malformed,
                 )
             )
-        else:
-            self.log.debug("answering an unknown agent request with method not found", extra={"method": method})
-            conn.answer_error(request.id, METHOD_NOT_FOUND, "method not found")
-
-    def _on_permission(self, request: Request) -> None:
-        conn = self._conn
-        assert conn is not None
-        turn = self._turn
-        if turn is not None and turn.ending is not None:
-            conn.answer(request.id, CANCELLED_OUTCOME)  # the turn is already winding down
-            return
-        option = choose_refusal(request.params)
-        if option is not None:
-            conn.answer(request.id, {"outcome": {"outcome": "selected", "optionId": option}})
-            self._notice(REFUSED_NOTICE)
-        else:
-            conn.answer(request.id, CANCELLED_OUTCOME)
-            self._notice(NO_REFUSAL_NOTICE)
-            self._end_for_person("a permission with no refusing option")
+        if reply.refused and (gated := self._gating.on_refusal()) is not None:
+            self._notice(gated)
+            self.log.warning(gated)
+        if reply.needs_person is not None:
+            self._end_for_person(reply.needs_person)
 
     def _end_for_person(self, what: str) -> None:
         ending = Ending.input_required(what)

@@ -143,7 +143,7 @@ _ra_tree() {
             if (q == root && p != root) print p } }'
 }
 _ra_marked() {
-  grep -l -s -a "_RA_SESSION=__TOKEN__" /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/\([0-9]*\)/environ$|\1|'
+  grep -l -s -a "_RA_SESSION=__TOKEN__\." /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/\([0-9]*\)/environ$|\1|'
 }
 _ra_seen=""
 _ra_note() { _ra_seen="$_ra_seen $(_ra_tree "$_ra_agent" | tr '\n' ' ') $(_ra_marked | tr '\n' ' ')"; }
@@ -162,7 +162,7 @@ _ra_kill() {
 _ra_parent=$PPID
 _ra_shell=$$
 exec 3<&0
-{ export _RA_SESSION=__TOKEN__
+{ export _RA_SESSION=__TOKEN__.
 __COMMAND__
 } <&3 3<&- &
 _ra_agent=$!

@@ -486,8 +486,8 @@ def test_remote_script_with_a_plain_workspace_is_cd_then_supervisor() -> None:
     )
     assert "dd " not in script and "_RA_ENV" not in script  # no environment, no preamble reader
     assert line_after_session_mark(script) == ["agent --acp"]
-    assert "{ export _RA_SESSION=abc123" in lines
-    assert 'grep -l -s -a "_RA_SESSION=abc123"' in script
+    assert "{ export _RA_SESSION=abc123." in lines
+    assert 'grep -l -s -a "_RA_SESSION=abc123\\."' in script
     assert 'while [ "$_ra_n" -lt 5 ]; do' in script
     assert script.rstrip().endswith('exit "$_ra_rc"')
     assert "__" not in script.replace("__pycache__", "")  # every placeholder filled
@@ -530,7 +530,7 @@ def test_remote_script_reads_exactly_the_preamble_bytes() -> None:
 
 
 def test_remote_script_token_is_random_by_default() -> None:
-    tokens = {re.findall(r"_RA_SESSION=([0-9a-f]+)\n", remote_script("/w", ["a"]))[0] for _ in range(20)}
+    tokens = {re.findall(r"_RA_SESSION=([0-9a-f]+)\.\n", remote_script("/w", ["a"]))[0] for _ in range(20)}
     assert len(tokens) == 20
     assert all(len(token) == 16 for token in tokens)
 
@@ -724,7 +724,7 @@ def test_environment_is_imported_and_the_rest_of_stdin_reaches_the_command(runs:
     seen = json.loads(ran.out)
     assert {name: seen["env"].get(name) for name in ENV_VALUES} == ENV_VALUES
     assert bytes.fromhex(seen["stdin"]) == STDIN_REST
-    assert seen["env"]["_RA_SESSION"] == "tokenv"
+    assert seen["env"]["_RA_SESSION"] == "tokenv."
     assert "_RA_ENV" not in seen["env"]
     assert "_RA_COMPLETE" not in seen["env"]
 
