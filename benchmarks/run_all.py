@@ -2,7 +2,8 @@
 
     python -m benchmarks.run_all [--quick] [--profile] [NAME ...]
 
-NAME is one of ``session_overhead``, ``throughput``, ``teardown_memory`` (default: all).
+NAME is one of ``session_overhead``, ``throughput``, ``teardown_memory``, ``ssh_overhead``
+(default: all; ``ssh_overhead`` needs root and ``/usr/sbin/sshd`` and otherwise says it skipped).
 ``--quick`` lowers the repetition counts (a smoke run, noisier medians); ``--profile`` adds the
 cProfile of one of our turns to the throughput benchmark. The exit status is 0 whether targets
 pass or miss (these are measurements, not tests); it is 1 only when a benchmark itself failed.
@@ -26,6 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         [],
         ["--runs", "5", "--stubborn-runs", "2", "--anchor-runs", "1", "--memory-runs", "1", "--no-sdk-stubborn"],
     ),
+    "ssh_overhead": ([], ["--runs", "3", "--warmup", "1", "--supervised-exit-runs", "1"]),
 }
 
 

@@ -344,5 +344,6 @@ def test_cli_run_over_ssh(ssh_lab: SshLab, workspace: str) -> None:
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines[-1]["outcome"] == "turn_completed"
     assert [line["message"] for line in lines if line["type"] == "notification" and not line["delta"]] == [
-        "over the wire"
+        "this session started with a declared capability gap in: tool servers, token counts, session continuation",
+        "over the wire",
     ]

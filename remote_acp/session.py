@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._version import __version__
+from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
+from .continuation import ORIGINS, Continuation, OriginLedger, continue_session, route_for
 from .disposition import disposition_for_stop_reason
 from .errors import ErrorKind, RemoteAcpError
 from .events import Event, Malformed, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
+from .handshake import Handshake
 from .jsonrpc import METHOD_NOT_FOUND, Request
 from .jsonrpc import Malformed as MalformedLine
 from .launch import LaunchTarget, LocalTarget
@@ -34,7 +36,7 @@ from .process import AgentProcess
 from .teardown import ProtocolClose, stop_agent
 from .turn import ActiveTurn, Ending, TurnResult
 from .unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
-from .wire import PROTOCOL_VERSION, WireError, initialize_params, parse_initialize, parse_new_session, prompt_params
+from .wire import InitializeResult, prompt_params
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -42,9 +44,7 @@ if TYPE_CHECKING:
 
     from .options import SessionOptions
 
-__all__ = ["Session", "SessionInfo", "TurnStream", "open_session"]
-
-CREDENTIAL_REFUSED = -32000
+__all__ = ["CredentialVerdict", "Session", "SessionInfo", "TurnStream", "open_session", "verify_credentials"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +57,40 @@ class SessionInfo:
     workspace: str
     agent_name: str
     agent_version: str
-    capabilities: dict[str, Any] = field(default_factory=dict)
+    agent_capabilities: dict[str, Any] = field(default_factory=dict)
+    """The ``agentCapabilities`` the handshake advertised, as sent."""
     obtained: str = "new"
-    """How the session was obtained: new, loaded, resumed, or fell back."""
+    """How the session was obtained: new, loaded, resumed, or fell back (to a new session)."""
+
+
+def _close_method(init: InitializeResult, *, verification: bool) -> str | None:
+    """How teardown ends the session through the protocol, if the handshake advertised a way:
+    a verification session is deleted (else closed), any other one closed."""
+    if verification and init.session_capability("delete"):
+        return "session/delete"
+    return "session/close" if init.session_capability("close") else None
 
 
 class Session:
     """A live ACP session. Obtain one with :func:`open_session`."""
 
-    def __init__(self, target: LaunchTarget, workspace: str, options: SessionOptions) -> None:
+    def __init__(
+        self,
+        target: LaunchTarget,
+        workspace: str,
+        options: SessionOptions,
+        *,
+        resume_id: str | None = None,
+        verification: bool = False,
+        ledger: OriginLedger = ORIGINS,
+    ) -> None:
         self._target = target
+        self._resume_id = resume_id
+        self._verification = verification
+        self._ledger = ledger
+        self.capabilities = CapabilityRecord(remote=target.remote)
+        """What this session can deliver; only ever lowers (see :mod:`remote_acp.capabilities`)."""
+        self._activity = anyio.Event()
         self._workspace = workspace
         self._options = options
         self._read_s = options.read_timeout_ms / 1000
@@ -148,25 +172,38 @@ class Session:
         )
         self._conn.start(tg)
 
-        raw = await self._call("initialize", initialize_params(__version__), options.initialize_timeout_ms)
-        try:
-            init = parse_initialize(raw)
-        except WireError:
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode") from None
-        if init.protocol_version != PROTOCOL_VERSION:
-            raise RemoteAcpError(
-                ErrorKind.RESPONSE_ERROR,
-                f"agent reported protocol version {init.protocol_version}, want {PROTOCOL_VERSION}",
-            )
+        hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms)
+        init = await hs.initialize(options.initialize_timeout_ms)
         agent = init.agent_info
-        if init.session_capability("close"):
-            self._close_method = "session/close"
-
-        raw = await self._call("session/new", {"cwd": self._workspace, "mcpServers": []}, options.read_timeout_ms)
-        try:
-            session_id = parse_new_session(raw)
-        except WireError:
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new response did not decode") from None
+        if agent is None:
+            self.capabilities.lower(Capability.AGENT_VERSION, "initialize carried no agentInfo")
+        if route_for(init) is None:
+            self.capabilities.lower(
+                Capability.SESSION_CONTINUATION, "the handshake advertises neither session/load nor session/resume"
+            )
+        self._close_method = _close_method(init, verification=self._verification)
+        if self._resume_id:
+            continuation = await continue_session(
+                hs,
+                init,
+                resume_id=self._resume_id,
+                cwd=self._workspace,
+                normalizer=self._normalizer,
+                activity=self._next_activity,
+                capabilities=self.capabilities,
+                ledger=self._ledger,
+                read_timeout_ms=options.read_timeout_ms,
+            )
+            if continuation.obtained == "fell back":
+                self._notice(
+                    f"could not continue session {self._resume_id} ({continuation.reason}); "
+                    "started a new session instead"
+                )
+        else:
+            session_id = await hs.new_session(self._workspace, options.read_timeout_ms)
+            self._ledger.record(self._workspace, session_id)
+            continuation = Continuation("new", session_id)
+        session_id = continuation.session_id
         self._normalizer.session_id = session_id
         self.log.bind(session_id=session_id)
         self.info = SessionInfo(
@@ -176,59 +213,19 @@ class Session:
             workspace=self._workspace,
             agent_name=agent.name if agent else "",
             agent_version=agent.version if agent else "",
-            capabilities=init.agent_capabilities,
+            agent_capabilities=init.agent_capabilities,
+            obtained=continuation.obtained,
         )
         self.log.info(
             "agent implementation",
             extra={"agent_name": self.info.agent_name, "agent_version": self.info.agent_version},
         )
 
-    async def _call(self, method: str, params: dict[str, Any], timeout_ms: int) -> Any:
-        """A start-up request: its answer, or the error that start-up reports."""
-        assert self._conn is not None
-        call = self._conn.call(method, params)
-        with anyio.move_on_after(timeout_ms / 1000):
-            await call.done.wait()
-        if not call.done.is_set():
-            self._conn.abandon(call)
-            raise RemoteAcpError(
-                ErrorKind.RESPONSE_TIMEOUT,
-                f"timed out waiting for the agent to answer {method} ({timeout_ms} ms)",
-            )
-        response = call.response
-        if response is None:
-            raise await self._lost_error()
-        if response.error is not None:
-            code, text = response.error.code, response.error.message
-            if code == CREDENTIAL_REFUSED:
-                raise RemoteAcpError(
-                    ErrorKind.CREDENTIAL_UNVERIFIED, f"the agent runtime refused its credential: {text!r}"
-                )
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"{method} error {code}: {text}")
-        return response.result
-
-    async def _lost_error(self) -> RemoteAcpError:
-        """The error for a connection lost before an answer: the early exit report when the
-        runtime itself exited, else the plain loss."""
-        process, conn = self._process, self._conn
-        assert process is not None and conn is not None
-        with anyio.move_on_after(self._options.output_drain_ms / 1000):
-            await process.exited.wait()
-            await process.stderr_eof.wait()
-        if conn.output_abandoned:
-            return RemoteAcpError(ErrorKind.PORT_EXIT, conn.loss_message)
-        status = process.exit_status
-        if status is None:
-            return RemoteAcpError(ErrorKind.PORT_EXIT, "agent connection ended before responding")
-        stderr = process.stderr_tail.report()
-        special = self._target.exit_error(status, agent_wrote=conn.bytes_received > 0, stderr=stderr)
-        if special is not None:
-            return special
-        return RemoteAcpError(
-            ErrorKind.PORT_EXIT,
-            f"the agent runtime exited before responding: {status.describe()}",
-            detail=stderr,
-        )
+    def _next_activity(self) -> anyio.Event:
+        """An event set when the agent next sends something."""
+        if self._activity.is_set():
+            self._activity = anyio.Event()
+        return self._activity
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -248,6 +245,10 @@ class Session:
         try:
             self._normalizer.flush(self._queued.append)
             turn.sink.append(SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id))
+            if (gaps := self.capabilities.take_notice()) is not None:
+                turn.sink.append(
+                    Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=gaps)
+                )
             turn.sink.extend(self._queued)
             self._queued.clear()
             self._sink = turn.sink
@@ -532,6 +533,7 @@ class Session:
             self._turn.write_failed_at = time.monotonic()
 
     def batch_done(self) -> None:
+        self._activity.set()
         if self._turn is not None:
             self._turn.note_batch()
 
@@ -614,14 +616,25 @@ async def open_session(
     workspace: str,
     options: SessionOptions,
     target: LaunchTarget | None = None,
+    *,
+    resume: str | None = None,
+    ledger: OriginLedger = ORIGINS,
+    _verification: bool = False,
 ) -> AsyncIterator[Session]:
     """Launch the agent on ``target`` (local by default), start an ACP session, stop it on exit.
+
+    ``resume``: a session id saved from an earlier run, continued by the route the agent
+    advertises (``session/load``, else ``session/resume``) or, when that cannot be confirmed, a
+    new session (``session.info.obtained`` says which; the first turn carries a notice).
+    ``ledger``: where this process's session creation times are kept (for the load spacing).
 
     :raises RemoteAcpError: with the start-up error kinds (``agent_not_found``,
         ``invalid_workspace_cwd``, ``port_exit``, ``response_error``, ``response_timeout``,
         ``credential_unverified``). The agent is torn down before the error is raised.
     """
-    session = Session(target or LocalTarget(), workspace, options)
+    session = Session(
+        target or LocalTarget(), workspace, options, resume_id=resume, verification=_verification, ledger=ledger
+    )
     failure: RemoteAcpError | None = None
     body_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
@@ -653,3 +666,28 @@ async def open_session(
             for line in session._process.stderr_tail.lines():
                 session.log.warning("agent stderr", extra={"line": line})
         raise failure
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialVerdict:
+    """A runtime that accepted its credential: what it said about itself."""
+
+    agent_name: str
+    agent_version: str
+    session_id: str
+
+
+async def verify_credentials(
+    workspace: str, options: SessionOptions, target: LaunchTarget | None = None
+) -> CredentialVerdict:
+    """Check that the runtime accepts its credential: ``initialize`` and ``session/new``, then
+    teardown, which deletes the verification session when the agent advertises
+    ``session/delete`` (else closes it when it advertises ``session/close``).
+
+    :raises RemoteAcpError: ``credential_unverified`` quoting the runtime when either call
+        answers ``-32000``; ``port_exit`` with the early exit report when the runtime exits
+        before answering; and the other start-up kinds.
+    """
+    async with open_session(workspace, options, target, _verification=True) as session:
+        assert session.info is not None
+        return CredentialVerdict(session.info.agent_name, session.info.agent_version, session.session_id)

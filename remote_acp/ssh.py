@@ -177,7 +177,7 @@ trap '' PIPE  # a vanished client must not stop the cleanup below (the agent kee
     fi
     sleep 1
   done
-) >/dev/null &
+) >/dev/null 2>&1 &
 _ra_watch=$!
 wait "$_ra_agent"
 _ra_rc=$?

@@ -51,7 +51,8 @@ def test_json_run_prints_events_turn_results_and_final_result(workspace: str) ->
     lines = json_lines(done.stdout)
     types = [line["type"] for line in lines]
     assert types == [
-        "session_started", "tool_result", "notification", "notification", "turn_completed", "turn_result",
+        "session_started", "notification", "tool_result", "notification", "notification", "turn_completed",
+        "turn_result",
         "session_started", "notification", "notification", "turn_completed", "turn_result",
         "run_result",
     ]  # fmt: skip
@@ -62,7 +63,8 @@ def test_json_run_prints_events_turn_results_and_final_result(workspace: str) ->
         "error_kind": None,
         "message": "the agent completed the turn",
     }
-    assert lines[2]["delta"] == "one" and lines[3]["message"] == "one"
+    assert str(lines[1]["message"]).startswith("this session started with a declared capability gap in:")
+    assert lines[3]["delta"] == "one" and lines[4]["message"] == "one"
     assert all(str(line.get("timestamp", "Z")).endswith("Z") for line in lines)
 
 

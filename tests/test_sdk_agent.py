@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 REFUSED_NOTICE = "refused a permission request because this run is unattended and no one can approve it"
+# The SDK agent advertises no way to continue a session, and nothing measures its tokens.
+GAPS = "this session started with a declared capability gap in: token counts, session continuation"
 
 
 def shape(events: list[Event]) -> list[tuple[str, Any, Any]]:
@@ -76,7 +78,7 @@ async def test_sdk_agent_handshake_and_echo_turn(workspace: str) -> None:
     deltas = [e.delta for e in events if isinstance(e, Notification) and e.delta is not None]
     assert len(deltas) == 3 and "".join(deltas) == "echo: hello there"
     completed = [e.message for e in events if isinstance(e, Notification) and e.delta is None]
-    assert completed == ["echo: hello there"]
+    assert completed == [GAPS, "echo: hello there"]
     assert isinstance(events[-1], TurnCompleted)
     assert all(e.session_id == result.session_id and e.pid == s.pid for e in events)
 
@@ -88,6 +90,7 @@ async def test_sdk_agent_tool_plan_think_sequence(workspace: str) -> None:
         result = await s.run_turn("tool plan think", events.append)
     assert shape(events) == [
         ("session_started", None, None),
+        ("notification", GAPS, None),
         ("other_message", "reasoning block", None),
         ("other_message", "plan update", None),
         ("tool_result", "Read notes.txt", ("read", "t1", False)),
@@ -104,6 +107,7 @@ async def test_sdk_agent_permission_is_refused(workspace: str) -> None:
     # The SDK agent reports which option it got back: we picked its reject_once option.
     assert shape(events) == [
         ("session_started", None, None),
+        ("notification", GAPS, None),
         ("notification", REFUSED_NOTICE, None),
         ("notification", "", "permission: reject"),
         ("notification", "permission: reject", None),
@@ -130,7 +134,7 @@ async def test_sdk_agent_slow_turn_cancelled(workspace: str) -> None:
         assert turn.result.stop_reason == "cancelled"  # the agent's own answer ended the turn
         last = seen[-1]
         assert isinstance(last, TurnCancelled) and last.stop_reason == "cancelled"
-        assert [type(e) for e in seen] == [SessionStarted, OtherMessage, TurnCancelled]
+        assert [type(e) for e in seen] == [SessionStarted, Notification, OtherMessage, TurnCancelled]
         follow_up = await s.run_turn("still alive")
     assert follow_up.ok and follow_up.last_message == "echo: still alive"
 
@@ -142,7 +146,11 @@ async def test_sdk_agent_refusal(workspace: str) -> None:
         result = await s.run_turn("refuse", events.append)
     assert result.error is not None and result.error.kind is ErrorKind.TURN_REFUSED
     assert result.outcome == "turn_failed" and result.stop_reason == "refusal"
-    assert shape(events) == [("session_started", None, None), ("turn_failed", "turn_refused", "refusal")]
+    assert shape(events) == [
+        ("session_started", None, None),
+        ("notification", GAPS, None),
+        ("turn_failed", "turn_refused", "refusal"),
+    ]
 
 
 # -- what we write, validated with the SDK's schema models ---------------------------------------

@@ -614,7 +614,15 @@ def _cases(root: Path) -> dict[str, Case]:
 
     hostile_command = [py, "-c", PRINT_CWD_AND_ARGS, *HOSTILE_WORDS]
     hostile_script = remote_script(str(hostile), hostile_command, token="tokhostile")
-    via_ssh = ssh_argv("ssh", Destination("build"), SshSettings(), hostile_script, policy="accept-new")
+    # Every script running at once needs its own session token: a finished script's cleanup kills
+    # whatever carries its token (in real use tokens are random).
+    via_ssh = ssh_argv(
+        "ssh",
+        Destination("build"),
+        SshSettings(),
+        remote_script(str(hostile), hostile_command, token="tokhostilelogin"),
+        policy="accept-new",
+    )
     env_script = remote_script(str(hostile), [py, "-c", PRINT_ENV_AND_STDIN], len(preamble), token="tokenv")
     cases = {
         "hostile": sh(hostile_script),

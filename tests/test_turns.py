@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
+# The scriptable agent advertises no way to continue a session by default, and nothing measures
+# its tokens: the first turn of every session says so.
+GAPS = "this session started with a declared capability gap in: token counts, session continuation"
+
 
 def failure(result: TurnResult) -> RemoteAcpError:
     assert result.error is not None, f"the turn completed: {result}"
@@ -53,6 +57,7 @@ async def test_streaming_turn_event_sequence(workspace: str) -> None:
     kinds = [(type(e).__name__, getattr(e, "message", None), getattr(e, "delta", None)) for e in events]
     assert kinds == [
         ("SessionStarted", None, None),
+        ("Notification", GAPS, None),
         ("OtherMessage", "reasoning block", None),
         ("OtherMessage", "plan update", None),
         ("ToolResult", "Read README.md", None),
@@ -63,7 +68,7 @@ async def test_streaming_turn_event_sequence(workspace: str) -> None:
         ("TurnCompleted", "the agent completed the turn", None),
     ]
     assert all(e.session_id == "sess-1" and e.pid == s.pid for e in events)
-    tool = events[3]
+    tool = events[4]
     assert isinstance(tool, ToolResult) and tool.tool_name == "read" and not tool.error
     assert result.ok and result.outcome == "turn_completed" and result.stop_reason == "end_turn"
 

@@ -433,6 +433,10 @@ class Options:
     exit_code: int
     crash_stderr: str
     never_answer: str | None
+    load_error: tuple[int, str] | None
+    resume_error: tuple[int, str] | None
+    load_replay: str
+    state_dir: str | None
     stdin_eof_exit: bool
     child_pid_file: str | None
     session_id: str | None
@@ -529,10 +533,10 @@ class ScriptedAgent:
         self._on_request(message["id"], method, params)
 
     def _on_request(self, request_id: Any, method: str, params: Json) -> None:
-        if method == FAULT_METHODS.get(self.options.crash_at or ""):
+        if method == self.options.crash_at:
             sys.stderr.write(self.options.crash_stderr + "\n")
             hard_exit(self.options.exit_code)
-        if method == FAULT_METHODS.get(self.options.never_answer or ""):
+        if method == self.options.never_answer:
             log(f"never answering {method} (id {request_id!r})")
             return
         handler = REQUESTS.get(method)
@@ -618,24 +622,34 @@ class ScriptedAgent:
             raise RpcError(*self.options.new_error)
         cwd = self._check_cwd(params)
         self.session_count += 1
+        if self.options.state_dir:  # ids stay unique across the processes sharing the directory
+            self.session_count = max(self.session_count, len(os.listdir(self.options.state_dir)) + 1)
         session_id = self.options.session_id or "sess"
         if self.session_count > 1 or not self.options.session_id:
             session_id = f"{session_id}-{self.session_count}"
         self.sessions[session_id] = Session(session_id, cwd)
+        self._save(self.sessions[session_id])
         return {"sessionId": session_id}
 
-    def load_session(self, request_id: Any, params: Json) -> Json:
+    def load_session(self, request_id: Any, params: Json) -> Json | None:
         self._require_capability("load", "session/load")
+        if self.options.load_error:
+            raise RpcError(*self.options.load_error)
         self._check_cwd(params)
         session = self._session(params)
-        for prompt, reply, message_id in session.history:
-            self._update(session.session_id, "user_message_chunk", content=_text(prompt))
-            if reply:
-                self._say(session.session_id, reply, message_id)
-        return {}
+        if self.options.load_replay == "after":
+            self.wire.respond(request_id, {})
+        if self.options.load_replay != "none":
+            for prompt, reply, message_id in session.history:
+                self._update(session.session_id, "user_message_chunk", content=_text(prompt))
+                if reply:
+                    self._say(session.session_id, reply, message_id)
+        return None if self.options.load_replay == "after" else {}
 
     def resume_session(self, request_id: Any, params: Json) -> Json:
         self._require_capability("resume", "session/resume")
+        if self.options.resume_error:
+            raise RpcError(*self.options.resume_error)
         self._session(params)
         return {}
 
@@ -679,9 +693,31 @@ class ScriptedAgent:
         return cwd
 
     def _session(self, params: Json) -> Session:
-        session = self.sessions.get(str(params.get("sessionId")))
+        session_id = str(params.get("sessionId"))
+        session = self.sessions.get(session_id) or self._restore(session_id)
         if session is None:
             raise RpcError(-32002, "session not found", {"sessionId": params.get("sessionId")})
+        return session
+
+    def _state_file(self, session_id: str) -> str | None:
+        if not self.options.state_dir or "/" in session_id or session_id.startswith("."):
+            return None
+        return os.path.join(self.options.state_dir, f"{session_id}.json")
+
+    def _save(self, session: Session) -> None:
+        path = self._state_file(session.session_id)
+        if path is not None:
+            history = [list(entry) for entry in session.history]
+            write_text(path, json.dumps({"cwd": session.cwd, "history": history}))
+
+    def _restore(self, session_id: str) -> Session | None:
+        path = self._state_file(session_id)
+        if path is None or not os.path.exists(path):
+            return None
+        with open(path) as f:
+            saved = json.load(f)
+        session = Session(session_id, saved["cwd"], [tuple(entry) for entry in saved["history"]])
+        self.sessions[session_id] = session
         return session
 
     def _require_capability(self, capability: str, method: str) -> None:
@@ -710,6 +746,7 @@ class ScriptedAgent:
             self.wire.write(_long_line(plan.long_line))
         reply = self._reply(turn)
         turn.session.history.append((prompt_text, reply, turn.message_id))
+        self._save(turn.session)
         if plan.usage:
             self._update(sid, "usage_update", used=10, size=100)
         self._exits(plan)
@@ -888,10 +925,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--init-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail initialize")
     p.add_argument("--new-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail session/new")
-    p.add_argument("--crash-at", choices=sorted(FAULT_METHODS), help="exit on receiving this request")
+    p.add_argument(
+        "--crash-at", metavar="METHOD", help="exit on receiving this request (initialize, new, or any method name)"
+    )
     p.add_argument("--exit-code", type=int, default=3, help="exit code for --crash-at (default 3)")
     p.add_argument("--stderr", default="scripted crash", metavar="TEXT", help="stderr text for --crash-at")
-    p.add_argument("--never-answer", choices=sorted(FAULT_METHODS), help="never answer this request")
+    p.add_argument(
+        "--never-answer", metavar="METHOD", help="never answer this request (initialize, new, or any method name)"
+    )
+    p.add_argument("--load-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail session/load")
+    p.add_argument("--resume-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail session/resume")
+    p.add_argument(
+        "--load-replay",
+        choices=("before", "after", "none"),
+        default="before",
+        help="replay history before answering session/load (the protocol's rule), after it, or not at all",
+    )
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep sessions (cwd and history) in DIR, so a later process can load or resume them",
+    )
     p.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM")
     p.add_argument(
         "--stdin-eof-exit",
@@ -932,10 +986,14 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespa
         advertise=args.advertise,
         init_error=args.init_error,
         new_error=args.new_error,
-        crash_at=args.crash_at,
+        crash_at=FAULT_METHODS.get(args.crash_at, args.crash_at),
         exit_code=args.exit_code,
         crash_stderr=args.stderr,
-        never_answer=args.never_answer,
+        never_answer=FAULT_METHODS.get(args.never_answer, args.never_answer),
+        load_error=args.load_error,
+        resume_error=args.resume_error,
+        load_replay=args.load_replay,
+        state_dir=args.state_dir,
         stdin_eof_exit=args.stdin_eof_exit,
         child_pid_file=args.child_pid_file,
         session_id=args.session_id,

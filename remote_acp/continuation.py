@@ -1,0 +1,203 @@
+"""Continuing a saved session: ``session/load`` or ``session/resume``, confirmed, else a new one.
+
+The route follows what the handshake advertised, in a fixed order: ``session/load`` when
+``loadSession`` is true, else ``session/resume`` when ``sessionCapabilities.resume`` is present,
+else no continuation. Before either call, one request to a vendor method of ours that no
+protocol release can claim records the runtime's "not implemented" code (the negative
+control), so the log can tell an unimplemented continuation from a broken one.
+
+A resume confirms itself by answering. A load is confirmed only by at least one replayed
+message chunk for that session, seen before its answer or within ``read_timeout_ms`` after
+it: runtimes answer success while replaying nothing. Any error, timeout or unconfirmed load
+lowers the session-continuation capability and falls back to ``session/new`` within the same
+start; a lost connection fails the start.
+
+Some runtimes destroy a session's resumability when it is loaded in the same UTC minute it was
+created, so a load of a session this process created waits until that minute is over
+(:class:`OriginLedger`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Final, Literal
+
+import anyio
+
+from .capabilities import Capability, CapabilityRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .handshake import Handshake
+    from .jsonrpc import Response
+    from .normalize import Normalizer
+    from .wire import InitializeResult
+
+__all__ = ["NEGATIVE_CONTROL", "ORIGINS", "Continuation", "OriginLedger", "continue_session", "route_for"]
+
+log = logging.getLogger("remote_acp.continuation")
+
+NEGATIVE_CONTROL: Final = "_remote-acp/probe/unimplemented"
+_RETENTION = timedelta(minutes=2)
+
+Obtained = Literal["new", "loaded", "resumed", "fell back"]
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """How the session was obtained, its id, and, when it fell back, why."""
+
+    obtained: Obtained
+    session_id: str
+    reason: str = ""
+
+
+class OriginLedger:
+    """When this process created each session, so a load can wait out the creation minute.
+
+    Process-wide by default (:data:`ORIGINS`); the clock is injectable so tests need not wait.
+    """
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.clock = clock
+        self._created: dict[tuple[str, str], datetime] = {}
+
+    def record(self, cwd: str, session_id: str) -> None:
+        now = self.clock()
+        self._created = {k: t for k, t in self._created.items() if now - t < _RETENTION}
+        self._created[(cwd, session_id)] = now
+
+    def hold_for(self, cwd: str, session_id: str) -> float:
+        """Seconds until the wall clock leaves the UTC minute of the session's creation (0..60)."""
+        created = self._created.get((cwd, session_id))
+        if created is None:
+            return 0.0
+        next_minute = created.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        return min(60.0, max(0.0, (next_minute - self.clock()).total_seconds()))
+
+
+ORIGINS: Final = OriginLedger()
+
+
+def route_for(init: InitializeResult) -> Literal["session/load", "session/resume"] | None:
+    if init.load_session:
+        return "session/load"
+    if init.session_capability("resume"):
+        return "session/resume"
+    return None
+
+
+async def continue_session(
+    hs: Handshake,
+    init: InitializeResult,
+    *,
+    resume_id: str,
+    cwd: str,
+    normalizer: Normalizer,
+    activity: Callable[[], anyio.Event],
+    capabilities: CapabilityRecord,
+    ledger: OriginLedger,
+    read_timeout_ms: int,
+) -> Continuation:
+    """Continue ``resume_id`` by the advertised route, or fall back to a new session.
+
+    ``activity`` returns an event set when the agent next sends something (replay evidence).
+
+    :raises RemoteAcpError: when the connection is lost, or the fallback ``session/new`` fails.
+    """
+    method = route_for(init)
+    if method is None:
+        return await _fall_back(
+            hs, cwd, read_timeout_ms, normalizer, capabilities, ledger, "the agent advertises no way to continue"
+        )
+
+    control = await hs.request(NEGATIVE_CONTROL, {}, read_timeout_ms)
+    if control is None:
+        log.warning("continuation negative control timed out", extra={"method": NEGATIVE_CONTROL})
+        return await _fall_back(
+            hs,
+            cwd,
+            read_timeout_ms,
+            normalizer,
+            capabilities,
+            ledger,
+            "the agent did not answer a probe within read_timeout_ms",
+        )
+    control_code = control.error.code if control.error is not None else None
+
+    if method == "session/load":
+        hold = ledger.hold_for(cwd, resume_id)
+        if hold > 0:
+            log.info("holding session/load until the creation minute is over", extra={"hold_s": round(hold, 3)})
+            await anyio.sleep(hold)
+        failure = await _load(hs, resume_id, cwd, normalizer, activity, read_timeout_ms, control_code)
+        obtained: Obtained = "loaded"
+    else:
+        params = {"sessionId": resume_id, "cwd": cwd}  # mcpServers is omitted when there are none
+        failure = _judge(await hs.request(method, params, read_timeout_ms), method, control_code)
+        obtained = "resumed"
+    if failure is not None:
+        return await _fall_back(hs, cwd, read_timeout_ms, normalizer, capabilities, ledger, failure)
+    return Continuation(obtained, resume_id)
+
+
+async def _load(
+    hs: Handshake,
+    resume_id: str,
+    cwd: str,
+    normalizer: Normalizer,
+    activity: Callable[[], anyio.Event],
+    read_timeout_ms: int,
+    control_code: int | None,
+) -> str | None:
+    """Load and wait for replay evidence; the reason it failed, or ``None`` when confirmed."""
+    normalizer.session_id = resume_id  # the replay names the loaded session
+    normalizer.replaying = True
+    normalizer.replay_chunks = 0
+    try:
+        params = {"sessionId": resume_id, "cwd": cwd, "mcpServers": []}
+        failure = _judge(await hs.request("session/load", params, read_timeout_ms), "session/load", control_code)
+        if failure is not None:
+            return failure
+        deadline = time.monotonic() + read_timeout_ms / 1000
+        while normalizer.replay_chunks == 0 and (left := deadline - time.monotonic()) > 0:
+            with anyio.move_on_after(left):
+                await activity().wait()
+        if normalizer.replay_chunks == 0:
+            return "session/load answered but replayed no message"
+        return None
+    finally:
+        normalizer.replaying = False
+
+
+def _judge(response: Response | None, method: str, control_code: int | None) -> str | None:
+    if response is None:
+        return f"{method} was not answered within read_timeout_ms"
+    if response.error is None:
+        return None
+    code = response.error.code
+    if code == control_code:
+        log.debug("continuation method not implemented", extra={"method": method, "code": code})
+    else:
+        log.warning("continuation call failed", extra={"method": method, "code": code})
+    return f"{method} error {code}: {response.error.message}"
+
+
+async def _fall_back(
+    hs: Handshake,
+    cwd: str,
+    read_timeout_ms: int,
+    normalizer: Normalizer,
+    capabilities: CapabilityRecord,
+    ledger: OriginLedger,
+    why: str,
+) -> Continuation:
+    capabilities.lower(Capability.SESSION_CONTINUATION, why)
+    normalizer.session_id = None  # the new session's updates must not be dropped as foreign
+    session_id = await hs.new_session(cwd, read_timeout_ms)
+    ledger.record(cwd, session_id)
+    return Continuation("fell back", session_id, why)

@@ -1,0 +1,108 @@
+"""The start-up exchange: ``initialize`` and ``session/new``, and how each failure reads.
+
+Every start-up call is bounded. An answer of ``-32000`` means the runtime refused its
+credential; another JSON-RPC error is reported with its code and message. A connection that
+ends before the answer is the *early exit report* when the runtime itself exited (its exit
+status and the masked end of its stderr), or the launch target's own reading of that exit (an
+ssh connection failure, a workspace missing on the host).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from ._version import __version__
+from .errors import ErrorKind, RemoteAcpError
+from .wire import PROTOCOL_VERSION, InitializeResult, WireError, initialize_params, parse_initialize, parse_new_session
+
+if TYPE_CHECKING:
+    from .connection import AgentConnection
+    from .jsonrpc import Response
+    from .launch import LaunchTarget
+    from .process import AgentProcess
+
+__all__ = ["CREDENTIAL_REFUSED", "Handshake"]
+
+CREDENTIAL_REFUSED: Final = -32000
+
+
+class Handshake:
+    """Bounded start-up requests on one connection."""
+
+    def __init__(self, conn: AgentConnection, process: AgentProcess, target: LaunchTarget, *, drain_ms: int) -> None:
+        self._conn = conn
+        self._process = process
+        self._target = target
+        self._drain_s = drain_ms / 1000
+
+    async def request(self, method: str, params: dict[str, Any], timeout_ms: int) -> Response | None:
+        """Send a request and wait for its answer; ``None`` on timeout.
+
+        :raises RemoteAcpError: when the connection ends first (see :meth:`lost_error`).
+        """
+        call = self._conn.call(method, params)
+        with anyio.move_on_after(timeout_ms / 1000):
+            await call.done.wait()
+        if not call.done.is_set():
+            self._conn.abandon(call)
+            return None
+        if call.response is None:
+            raise await self.lost_error()
+        return call.response
+
+    async def call(self, method: str, params: dict[str, Any], timeout_ms: int) -> Any:
+        """A start-up request: its result, or the error start-up reports."""
+        response = await self.request(method, params, timeout_ms)
+        if response is None:
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_TIMEOUT, f"timed out waiting for the agent to answer {method} ({timeout_ms} ms)"
+            )
+        if response.error is not None:
+            code, text = response.error.code, response.error.message
+            if code == CREDENTIAL_REFUSED:
+                raise RemoteAcpError(
+                    ErrorKind.CREDENTIAL_UNVERIFIED, f"the agent runtime refused its credential: {text!r}"
+                )
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"{method} error {code}: {text}")
+        return response.result
+
+    async def initialize(self, timeout_ms: int) -> InitializeResult:
+        raw = await self.call("initialize", initialize_params(__version__), timeout_ms)
+        try:
+            init = parse_initialize(raw)
+        except WireError:
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode") from None
+        if init.protocol_version != PROTOCOL_VERSION:
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR,
+                f"agent reported protocol version {init.protocol_version}, want {PROTOCOL_VERSION}",
+            )
+        return init
+
+    async def new_session(self, cwd: str, timeout_ms: int) -> str:
+        raw = await self.call("session/new", {"cwd": cwd, "mcpServers": []}, timeout_ms)
+        try:
+            return parse_new_session(raw)
+        except WireError:
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new response did not decode") from None
+
+    async def lost_error(self) -> RemoteAcpError:
+        """The error for a connection lost before an answer."""
+        process, conn = self._process, self._conn
+        with anyio.move_on_after(self._drain_s):
+            await process.exited.wait()
+            await process.stderr_eof.wait()
+        if conn.output_abandoned:
+            return RemoteAcpError(ErrorKind.PORT_EXIT, conn.loss_message)
+        status = process.exit_status
+        if status is None:
+            return RemoteAcpError(ErrorKind.PORT_EXIT, "agent connection ended before responding")
+        stderr = process.stderr_tail.report()
+        special = self._target.exit_error(status, agent_wrote=conn.bytes_received > 0, stderr=stderr)
+        if special is not None:
+            return special
+        return RemoteAcpError(
+            ErrorKind.PORT_EXIT, f"the agent runtime exited before responding: {status.describe()}", detail=stderr
+        )
