@@ -10,6 +10,7 @@ from tests.support.orphans import MARKER_NAME, kill_marked
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +28,12 @@ def no_orphans() -> Iterator[None]:
             os.environ[MARKER_NAME] = previous
         orphans = kill_marked(marker)
         assert not orphans, f"processes outlived the test: {orphans}"
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's saved sessions go to the test's own directory, never the user's."""
+    monkeypatch.setenv("REMOTE_ACP_STATE_DIR", str(tmp_path / "remote-acp-state"))
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ def test_json_run_prints_events_turn_results_and_final_result(workspace: str) ->
         "outcome": "turn_completed",
         "error_kind": None,
         "message": "the agent completed the turn",
+        "obtained": "new",
     }
     assert str(lines[1]["message"]).startswith("this session started with a declared capability gap in:")
     assert lines[3]["delta"] == "one" and lines[4]["message"] == "one"
@@ -150,3 +151,38 @@ def test_interrupt_cancels_the_turn_and_tears_down(workspace: str, tmp_path: Pat
     assert lines[-1]["message"] == "interrupted"
     agent_pid = int(pid_file.read_text())
     assert not os.path.exists(f"/proc/{agent_pid}") or "Z" in Path(f"/proc/{agent_pid}/stat").read_text().split()[2]
+
+
+def test_sessions_are_recorded_and_resumed(workspace: str, tmp_path: Path) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    agent = f"{AGENT} --state-dir {state} --advertise load"
+    first = cli("run", "--json", "--agent", agent, "--workspace", workspace, "remember this")
+    assert first.returncode == 0, first.stderr
+    saved = json_lines(first.stdout)[-1]["session_id"]
+
+    listed = cli("sessions", "--json", "--workspace", workspace)
+    assert listed.returncode == 0
+    records = json_lines(listed.stdout)
+    assert [(r["session_id"], r["target"], r["workspace"], r["outcome"]) for r in records] == [
+        (saved, "local", workspace, "turn_completed")
+    ]
+
+    # Human output hides the replayed history unless asked; the run says how it got its session.
+    again = cli("run", "--agent", agent, "--workspace", workspace, "--resume", "last", "and go on")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "and go on\n"
+    shown = cli("run", "--agent", agent, "--workspace", workspace, "--resume", str(saved), "--show-replay", "more")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("remember this\n")
+    resumed = cli("run", "--json", "--agent", agent, "--workspace", workspace, "--resume", str(saved), "last one")
+    final = json_lines(resumed.stdout)[-1]
+    assert final["session_id"] == saved and final["obtained"] == "loaded"
+    table = cli("sessions", "--workspace", workspace)
+    assert table.returncode == 0 and str(saved) in table.stdout and "loaded" in table.stdout
+
+
+def test_resume_last_without_a_saved_session_is_a_usage_error(workspace: str) -> None:
+    done = cli("run", "--agent", AGENT, "--workspace", workspace, "--resume", "last", "hi")
+    assert done.returncode == 2
+    assert "no saved session" in done.stderr

@@ -69,6 +69,8 @@ def cli(log_level: str, log_format: str) -> None:
     multiple=True,
     help="Carry this environment variable to the agent over stdin (never on argv). Repeatable.",
 )
+@click.option("--resume", default=None, help="Continue this saved session id ('last': the latest here).")
+@click.option("--show-replay", is_flag=True, help="Print the history a continued session replays.")
 @click.argument("prompts", nargs=-1, required=True)
 def run(
     agent: str,
@@ -86,6 +88,8 @@ def run(
     server_alive_interval: int,
     server_alive_count_max: int,
     pass_env: tuple[str, ...],
+    resume: str | None,
+    show_replay: bool,
     prompts: tuple[str, ...],
 ) -> None:
     """Start AGENT in a session and run each PROMPT as one turn, in order.
@@ -99,7 +103,8 @@ def run(
 
     from ..options import SessionOptions
     from .exit_codes import EXIT_BROKEN_PIPE
-    from .run import run_prompts
+    from .history import SessionHistory
+    from .run import RunRequest, run_prompts
 
     bounds = {
         "read_timeout_ms": read_timeout_ms,
@@ -133,11 +138,55 @@ def run(
         where = workspace
     else:
         where = os.path.abspath(workspace) if workspace else os.getcwd()
-    code = anyio.run(run_prompts, options, where, list(prompts), as_json, target)
+    history = SessionHistory()
+    if resume == "last":
+        label = target.label if target is not None else "local"
+        latest = history.recent(workspace=where, target=label, limit=1)
+        if not latest:
+            raise click.UsageError(f"no saved session for {where} on {label} to resume")
+        resume = latest[0].session_id
+    request = RunRequest(
+        options=options,
+        workspace=where,
+        prompts=list(prompts),
+        as_json=as_json,
+        target=target,
+        resume=resume,
+        show_replay=show_replay,
+        history=history,
+    )
+    code = anyio.run(run_prompts, request)
     if code == EXIT_BROKEN_PIPE:
         # Keep the interpreter's final flush from failing on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(code)
+
+
+@cli.command()
+@click.option("--workspace", default=None, help="Only sessions of this workspace.")
+@click.option("--host", default=None, help="Only sessions on this host ('local' for local ones).")
+@click.option("--limit", type=int, default=20, show_default=True, help="How many to list.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool) -> None:
+    """List recent sessions (newest first), to continue one with `run --resume ID`."""
+    from .history import SessionHistory
+
+    where = os.path.abspath(workspace) if workspace and host is None else workspace
+    records = SessionHistory().recent(workspace=where, target=host, limit=limit)
+    if as_json:
+        import json
+
+        for record in records:
+            click.echo(json.dumps(record.to_json(), ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("session", "agent", "target", "workspace", "when", "outcome", "obtained", box=None)
+    for r in records:
+        outcome = f"{r.outcome} [{r.error_kind}]" if r.error_kind else r.outcome
+        table.add_row(r.session_id, r.agent, r.target, r.workspace, r.when, outcome, r.obtained)
+    Console().print(table if records else "no sessions recorded yet")
 
 
 def main() -> None:
