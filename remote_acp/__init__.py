@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .capabilities import Capability, CapabilityRecord, CapabilityState
+    from .continuation import OriginLedger
     from .errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
     from .events import (
         Event,
@@ -30,11 +32,15 @@ if TYPE_CHECKING:
     )
     from .launch import LaunchSpec, LaunchTarget, LocalTarget
     from .options import SessionOptions
-    from .session import Session, SessionInfo, TurnStream, open_session
+    from .session import CredentialVerdict, Session, SessionInfo, TurnStream, open_session, verify_credentials
+    from .ssh import SshSettings, SshTarget
     from .turn import TurnResult
 
 __all__ = (
-    "RETRYABLE",
+    "Capability",
+    "CapabilityRecord",
+    "CapabilityState",
+    "CredentialVerdict",
     "ErrorKind",
     "Event",
     "LaunchSpec",
@@ -42,12 +48,16 @@ __all__ = (
     "LocalTarget",
     "Malformed",
     "Notification",
+    "OriginLedger",
     "OtherMessage",
+    "RETRYABLE",
     "RemoteAcpError",
     "Session",
     "SessionInfo",
     "SessionOptions",
     "SessionStarted",
+    "SshSettings",
+    "SshTarget",
     "TokenUsage",
     "ToolResult",
     "TurnCancelled",
@@ -61,6 +71,7 @@ __all__ = (
     "__version__",
     "open_session",
     "retry_backoff_ms",
+    "verify_credentials",
 )
 
 _HOME = {
@@ -76,6 +87,14 @@ _HOME = {
     "SessionInfo": "session",
     "TurnStream": "session",
     "open_session": "session",
+    "verify_credentials": "session",
+    "CredentialVerdict": "session",
+    "OriginLedger": "continuation",
+    "Capability": "capabilities",
+    "CapabilityRecord": "capabilities",
+    "CapabilityState": "capabilities",
+    "SshSettings": "ssh",
+    "SshTarget": "ssh",
     "TurnResult": "turn",
     **dict.fromkeys(
         (
