@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     )
     from .launch import LaunchSpec, LaunchTarget, LocalTarget
     from .options import SessionOptions
-    from .session import CredentialVerdict, Session, SessionInfo, TurnStream, open_session, verify_credentials
+    from .session import Session, SessionInfo, open_session
     from .ssh import SshSettings, SshTarget
-    from .turn import TurnResult
+    from .turn import TurnResult, TurnStream
+    from .verification import CredentialVerdict, verify_credentials
 
 __all__ = (
     "Capability",
@@ -85,10 +86,10 @@ _HOME = {
     "SessionOptions": "options",
     "Session": "session",
     "SessionInfo": "session",
-    "TurnStream": "session",
+    "TurnStream": "turn",
     "open_session": "session",
-    "verify_credentials": "session",
-    "CredentialVerdict": "session",
+    "verify_credentials": "verification",
+    "CredentialVerdict": "verification",
     "OriginLedger": "continuation",
     "Capability": "capabilities",
     "CapabilityRecord": "capabilities",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,26 +24,23 @@ from .connection import AgentConnection
 from .continuation import ORIGINS, Continuation, OriginLedger, continue_session, route_for
 from .disposition import disposition_for_stop_reason
 from .errors import ErrorKind, RemoteAcpError
-from .events import Event, Malformed, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
+from .events import Event, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
 from .handshake import Handshake
-from .jsonrpc import METHOD_NOT_FOUND, Request
-from .jsonrpc import Malformed as MalformedLine
+from .inbox import Inbox
 from .launch import LaunchTarget, LocalTarget
 from .logs import ContextLogger
 from .normalize import Normalizer
 from .process import AgentProcess
 from .teardown import ProtocolClose, stop_agent
-from .turn import ActiveTurn, Ending, TurnResult
-from .unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
+from .turn import ActiveTurn, Ending, TurnResult, TurnStream
 from .wire import InitializeResult, prompt_params
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
-    from types import TracebackType
 
     from .options import SessionOptions
 
-__all__ = ["CredentialVerdict", "Session", "SessionInfo", "TurnStream", "open_session", "verify_credentials"]
+__all__ = ["Session", "SessionInfo", "open_session"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +86,6 @@ class Session:
         self._ledger = ledger
         self.capabilities = CapabilityRecord(remote=target.remote)
         """What this session can deliver; only ever lowers (see :mod:`remote_acp.capabilities`)."""
-        self._activity = anyio.Event()
         self._workspace = workspace
         self._options = options
         self._read_s = options.read_timeout_ms / 1000
@@ -100,13 +95,9 @@ class Session:
         self._process: AgentProcess | None = None
         self._conn: AgentConnection | None = None
         self._normalizer = Normalizer()
-        self._queued: deque[Event] = deque()
-        self._sink: deque[Event] = self._queued
-        self._turn: ActiveTurn | None = None
-        self._latched: Ending | None = None
+        self._inbox = Inbox(self._normalizer, self.log)  # no tool servers are delivered yet
         self._close_method: str | None = None
         self._torn_down = False
-        self._gating = GatingNotice(tool_servers_delivered=0)  # no tool servers are delivered yet
         self.info: SessionInfo | None = None
 
     # -- public -------------------------------------------------------------------------------
@@ -151,9 +142,9 @@ class Session:
     def cancel(self) -> None:
         """Cancel the turn in flight, if any: ``session/cancel`` is sent once and the runtime's
         own answer awaited for up to ``read_timeout_ms``; the turn ends ``turn_cancelled``."""
-        if self._turn is not None:
-            self._turn.caller_cancelled = True
-            self._turn.wake.set()
+        if (turn := self._inbox.turn) is not None:
+            turn.caller_cancelled = True
+            turn.wake.set()
 
     # -- start --------------------------------------------------------------------------------
 
@@ -163,9 +154,9 @@ class Session:
         self._process = process = AgentProcess.spawn(spec, stderr_tail_bytes=options.stderr_tail_bytes)
         self.log.bind(pid=process.pid)
         self._normalizer.pid = process.pid
-        self._conn = AgentConnection(
+        self._conn = self._inbox.conn = AgentConnection(
             process,
-            self,
+            self._inbox,
             max_line_bytes=options.max_line_bytes,
             output_drain_ms=options.output_drain_ms,
             stdin_prefix=spec.stdin_prefix,
@@ -189,13 +180,13 @@ class Session:
                 resume_id=self._resume_id,
                 cwd=self._workspace,
                 normalizer=self._normalizer,
-                activity=self._next_activity,
+                activity=self._inbox.next_activity,
                 capabilities=self.capabilities,
                 ledger=self._ledger,
                 read_timeout_ms=options.read_timeout_ms,
             )
             if continuation.obtained == "fell back":
-                self._notice(
+                self._inbox.notice(
                     f"could not continue session {self._resume_id} ({continuation.reason}); "
                     "started a new session instead"
                 )
@@ -221,40 +212,28 @@ class Session:
             extra={"agent_name": self.info.agent_name, "agent_version": self.info.agent_version},
         )
 
-    def _next_activity(self) -> anyio.Event:
-        """An event set when the agent next sends something."""
-        if self._activity.is_set():
-            self._activity = anyio.Event()
-        return self._activity
-
     # -- turns --------------------------------------------------------------------------------
 
     async def _accept(self, turn: ActiveTurn) -> None:
         conn = self._conn
         assert conn is not None and self.info is not None
-        if self._turn is not None:
+        if self._inbox.turn is not None:
             raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session")
         if conn.lost.is_set() or conn.write_failed:
             message = (
                 conn.loss_message
                 if conn.output_abandoned
-                else ("the agent connection ended before this turn could start")
+                else "the agent connection ended before this turn could start"
             )
             raise RemoteAcpError(ErrorKind.PORT_EXIT, message)
-        self._turn = turn
+        opening: list[Event] = [SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id)]
+        if (gaps := self.capabilities.take_notice()) is not None:
+            opening.append(Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=gaps))
+        self._inbox.attach(turn, opening)
         try:
-            self._normalizer.flush(self._queued.append)
-            turn.sink.append(SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id))
-            if (gaps := self.capabilities.take_notice()) is not None:
-                turn.sink.append(
-                    Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=gaps)
-                )
-            turn.sink.extend(self._queued)
-            self._queued.clear()
-            self._sink = turn.sink
-            if self._latched is not None:
+            if self._inbox.latched is not None:
                 # A request between turns already decided this turn: end it without a prompt.
-                turn.ending, self._latched = self._latched, None
+                turn.ending, self._inbox.latched = self._inbox.latched, None
                 return
             turn.prompt = conn.call("session/prompt", prompt_params(self.session_id, turn.text))
             with anyio.move_on_after(self._read_s):
@@ -269,12 +248,8 @@ class Session:
             # Never leave the session wedged "in flight" for a turn nobody waits for.
             if turn.prompt is not None:
                 conn.abandon(turn.prompt)
-            self._release_turn()
+            self._inbox.detach()
             raise
-
-    def _release_turn(self) -> None:
-        self._turn = None
-        self._sink = self._queued
 
     async def _advance(self, turn: ActiveTurn) -> list[Event]:
         """Wait for the turn's next events; the last batch ends with its terminal event."""
@@ -306,21 +281,11 @@ class Session:
             return
         opts, now = self._options, time.monotonic()
         if turn.caller_cancelled:
-            self._end_turn_by(turn, Ending.cancelled())
+            self._inbox.end_turn_by(turn, Ending.cancelled())
         elif now >= turn.started_at + opts.turn_timeout_ms / 1000:
-            self._end_turn_by(turn, Ending.timed_out(opts.turn_timeout_ms))
+            self._inbox.end_turn_by(turn, Ending.timed_out(opts.turn_timeout_ms))
         elif opts.stall_timeout_ms > 0 and now >= turn.last_event_at + opts.stall_timeout_ms / 1000:
-            self._end_turn_by(turn, Ending.stalled(opts.stall_timeout_ms))
-
-    def _end_turn_by(self, turn: ActiveTurn, ending: Ending) -> None:
-        """Decide an induced ending: send ``session/cancel`` once and await the runtime's answer."""
-        if turn.ending is not None:
-            return
-        turn.ending = ending
-        if turn.prompt is not None and self._conn is not None and turn.cancel_sent_at is None:
-            turn.cancel_sent_at = time.monotonic()
-            self._conn.notify("session/cancel", {"sessionId": self.session_id})
-        turn.wake.set()
+            self._inbox.end_turn_by(turn, Ending.stalled(opts.stall_timeout_ms))
 
     async def _try_end(self, turn: ActiveTurn) -> bool:
         conn = self._conn
@@ -334,7 +299,7 @@ class Session:
         if turn.oversized:
             # The over-long line came before anything read after it, and it may have been the
             # answer itself: the outcome cannot be known.
-            self._end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
+            self._inbox.end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
             self._finish(
                 turn,
                 TurnFailed,
@@ -430,7 +395,7 @@ class Session:
             self._conn.abandon(turn.prompt)
         if turn.ending is not None and turn.ending.kind is ErrorKind.TURN_INPUT_REQUIRED:
             self.log.warning("agent asked for a decision only a person can make, ending the attempt")
-        self._release_turn()
+        self._inbox.detach()
 
     async def _abort(self, turn: ActiveTurn) -> None:
         """The caller stopped waiting: cancel the turn and settle it within ``read_timeout_ms``."""
@@ -449,96 +414,6 @@ class Session:
                     ErrorKind.TURN_CANCELLED,
                     "the turn was cancelled",
                 )
-
-    # -- what the agent sends (called from the reader task; never blocks) ---------------------
-
-    def on_update(self, params: Any) -> None:
-        self._normalizer.on_update(params, self._sink.append)
-
-    def on_notification(self, method: str, params: Any) -> None:
-        self.log.debug("ignoring a notification this client does not handle", extra={"method": method})
-
-    def on_request(self, request: Request) -> None:
-        conn = self._conn
-        assert conn is not None
-        turn = self._turn
-        reply = answer_agent_request(
-            request.method, request.params, winding_down=turn is not None and turn.ending is not None
-        )
-        if reply.error is not None:
-            conn.answer_error(request.id, METHOD_NOT_FOUND, reply.error)
-            if reply.malformed is None and reply.notice is None:
-                self.log.debug("answered an agent request with method not found", extra={"method": request.method})
-        else:
-            conn.answer(request.id, reply.result)
-        if reply.notice is not None:
-            self._notice(reply.notice)
-        if reply.malformed is not None:
-            self._sink.append(
-                Malformed(
-                    timestamp=utc_now(),
-                    pid=self.pid,
-                    session_id=self.session_id or None,
-                    message=NOT_IMPLEMENTED,
-                    detail=reply.malformed,
-                )
-            )
-        if reply.refused and (gated := self._gating.on_refusal()) is not None:
-            self._notice(gated)
-            self.log.warning(gated)
-        if reply.needs_person is not None:
-            self._end_for_person(reply.needs_person)
-
-    def _end_for_person(self, what: str) -> None:
-        ending = Ending.input_required(what)
-        if self._turn is not None:
-            self._end_turn_by(self._turn, ending)
-        elif self._latched is None:
-            self._latched = ending
-
-    def _notice(self, message: str) -> None:
-        self._normalizer.flush(self._sink.append)
-        self._sink.append(
-            Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id or None, message=message)
-        )
-
-    def on_malformed(self, malformed: MalformedLine) -> None:
-        self._normalizer.flush(self._sink.append)
-        self._sink.append(
-            Malformed(
-                timestamp=utc_now(),
-                pid=self.pid,
-                session_id=self.session_id or None,
-                message="received a line that could not be parsed as JSON-RPC",
-                detail=f"{malformed.reason}: {malformed.excerpt}",
-            )
-        )
-
-    def on_oversized(self) -> None:
-        turn = self._turn
-        if turn is not None and not (turn.prompt is not None and turn.prompt.done.is_set()):
-            turn.oversized = True
-        else:
-            self._sink.append(
-                Malformed(
-                    timestamp=utc_now(),
-                    pid=self.pid,
-                    session_id=self.session_id or None,
-                    message="a line from the agent exceeded the connection's line bound",
-                )
-            )
-
-    def on_write_failed(self) -> None:
-        if self._turn is not None and self._turn.write_failed_at is None:
-            self._turn.write_failed_at = time.monotonic()
-
-    def batch_done(self) -> None:
-        self._activity.set()
-        if self._turn is not None:
-            self._turn.note_batch()
-
-    def on_lost(self) -> None:
-        self._normalizer.flush(self._sink.append)
 
     # -- teardown -----------------------------------------------------------------------------
 
@@ -560,55 +435,11 @@ class Session:
                 close=close,
                 log=self.log,
             )
-            if self._queued:
+            if self._inbox.queued:
                 self.log.warning(
-                    "dropping events queued for a turn that never started", extra={"count": len(self._queued)}
+                    "dropping events queued for a turn that never started", extra={"count": len(self._inbox.queued)}
                 )
-                self._queued.clear()
-
-
-class TurnStream:
-    """One turn: an async context manager that is also an async iterator of events.
-
-    Leaving the block before the turn ended (a ``break``, an exception, a cancelled task)
-    cancels the turn and waits, bounded by ``read_timeout_ms``, for the runtime to settle it,
-    so the session is never left with a turn in flight that nobody waits for.
-    """
-
-    def __init__(self, session: Session, text: str) -> None:
-        self._session = session
-        self._turn = ActiveTurn(text)
-        self._buffer: deque[Event] = deque()
-
-    @property
-    def result(self) -> TurnResult | None:
-        """How the turn ended; ``None`` until it has."""
-        return self._turn.result
-
-    def cancel(self) -> None:
-        if self._turn.result is None:
-            self._turn.caller_cancelled = True
-            self._turn.wake.set()
-
-    async def __aenter__(self) -> TurnStream:
-        await self._session._accept(self._turn)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._turn.result is None:
-            await self._session._abort(self._turn)
-
-    def __aiter__(self) -> TurnStream:
-        return self
-
-    async def __anext__(self) -> Event:
-        while not self._buffer:
-            if self._turn.result is not None:
-                raise StopAsyncIteration
-            self._buffer.extend(await self._session._advance(self._turn))
-        return self._buffer.popleft()
+                self._inbox.queued.clear()
 
 
 @asynccontextmanager
@@ -666,28 +497,3 @@ async def open_session(
             for line in session._process.stderr_tail.lines():
                 session.log.warning("agent stderr", extra={"line": line})
         raise failure
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialVerdict:
-    """A runtime that accepted its credential: what it said about itself."""
-
-    agent_name: str
-    agent_version: str
-    session_id: str
-
-
-async def verify_credentials(
-    workspace: str, options: SessionOptions, target: LaunchTarget | None = None
-) -> CredentialVerdict:
-    """Check that the runtime accepts its credential: ``initialize`` and ``session/new``, then
-    teardown, which deletes the verification session when the agent advertises
-    ``session/delete`` (else closes it when it advertises ``session/close``).
-
-    :raises RemoteAcpError: ``credential_unverified`` quoting the runtime when either call
-        answers ``-32000``; ``port_exit`` with the early exit report when the runtime exits
-        before answering; and the other start-up kinds.
-    """
-    async with open_session(workspace, options, target, _verification=True) as session:
-        assert session.info is not None
-        return CredentialVerdict(session.info.agent_name, session.info.agent_version, session.session_id)

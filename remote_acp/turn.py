@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -18,9 +18,11 @@ from .errors import ErrorKind, RemoteAcpError
 from .events import Event, TurnCancelled, TurnEnded, TurnInputRequired, TurnTimedOut
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from .connection import PendingCall
 
-__all__ = ["ActiveTurn", "Ending", "TurnResult"]
+__all__ = ["ActiveTurn", "Ending", "TurnDriver", "TurnResult", "TurnStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +123,55 @@ class ActiveTurn:
         self.sink.clear()
         self._seen = 0
         return events
+
+
+class TurnDriver(Protocol):
+    """What a :class:`TurnStream` needs from its session."""
+
+    async def _accept(self, turn: ActiveTurn) -> None: ...
+    async def _advance(self, turn: ActiveTurn) -> list[Event]: ...
+    async def _abort(self, turn: ActiveTurn) -> None: ...
+
+
+class TurnStream:
+    """One turn: an async context manager that is also an async iterator of events.
+
+    Leaving the block before the turn ended (a ``break``, an exception, a cancelled task)
+    cancels the turn and waits, bounded by ``read_timeout_ms``, for the runtime to settle it,
+    so the session is never left with a turn in flight that nobody waits for.
+    """
+
+    def __init__(self, driver: TurnDriver, text: str) -> None:
+        self._session = driver
+        self._turn = ActiveTurn(text)
+        self._buffer: deque[Event] = deque()
+
+    @property
+    def result(self) -> TurnResult | None:
+        """How the turn ended; ``None`` until it has."""
+        return self._turn.result
+
+    def cancel(self) -> None:
+        if self._turn.result is None:
+            self._turn.caller_cancelled = True
+            self._turn.wake.set()
+
+    async def __aenter__(self) -> TurnStream:
+        await self._session._accept(self._turn)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._turn.result is None:
+            await self._session._abort(self._turn)
+
+    def __aiter__(self) -> TurnStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._buffer:
+            if self._turn.result is not None:
+                raise StopAsyncIteration
+            self._buffer.extend(await self._session._advance(self._turn))
+        return self._buffer.popleft()

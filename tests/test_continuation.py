@@ -12,7 +12,7 @@ import pytest
 
 from remote_acp import ErrorKind, Event, Notification, RemoteAcpError, SessionStarted, open_session
 from remote_acp.continuation import NEGATIVE_CONTROL, OriginLedger
-from remote_acp.session import verify_credentials
+from remote_acp.verification import verify_credentials
 from tests.support.agents import fast_options, scripted, sdk_agent
 
 if TYPE_CHECKING:

@@ -1,0 +1,39 @@
+"""Checking that a runtime accepts its credential, before any working turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .session import open_session
+
+if TYPE_CHECKING:
+    from .launch import LaunchTarget
+    from .options import SessionOptions
+
+__all__ = ["CredentialVerdict", "verify_credentials"]
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialVerdict:
+    """A runtime that accepted its credential: what it said about itself."""
+
+    agent_name: str
+    agent_version: str
+    session_id: str
+
+
+async def verify_credentials(
+    workspace: str, options: SessionOptions, target: LaunchTarget | None = None
+) -> CredentialVerdict:
+    """Check that the runtime accepts its credential: ``initialize`` and ``session/new``, then
+    teardown, which deletes the verification session when the agent advertises
+    ``session/delete`` (else closes it when it advertises ``session/close``).
+
+    :raises RemoteAcpError: ``credential_unverified`` quoting the runtime when either call
+        answers ``-32000``; ``port_exit`` with the early exit report when the runtime exits
+        before answering; and the other start-up kinds.
+    """
+    async with open_session(workspace, options, target, _verification=True) as session:
+        assert session.info is not None
+        return CredentialVerdict(session.info.agent_name, session.info.agent_version, session.session_id)
