@@ -182,3 +182,26 @@ async def test_cancelled_start_still_reaps_the_agent(workspace: str, tmp_path: P
             pass
     assert scope.cancelled_caught
     assert not alive(int(pid_file.read_text()))
+
+
+async def test_session_close_that_never_answers_is_bounded(workspace: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Half of the grace window at most goes to the close; the signal still follows in time.
+    agent = scripted("--advertise", "close", "--never-answer", "session/close")
+    with anyio.fail_after(3):
+        async with open_session(workspace, fast_options(agent, stop_grace_ms=600)) as s:
+            pid = s.pid
+            assert pid is not None
+    assert not alive(pid)
+    records = [r for r in caplog.records if r.getMessage() == "session/close did not complete before the wait ended"]
+    assert len(records) == 1 and records[0].levelno == logging.WARNING
+    assert records[0].__dict__["bound_s"] <= 0.3
+
+
+async def test_agent_dying_on_session_close_does_not_stop_teardown(workspace: str, tmp_path: Path) -> None:
+    record = tmp_path / "rec.jsonl"
+    agent = scripted("--advertise", "close", "--record", str(record), "--crash-at", "session/close", "--stderr", "")
+    async with open_session(workspace, fast_options(agent)) as s:
+        pid = s.pid
+        assert pid is not None
+    assert not alive(pid)
+    assert methods(record)[-1] == "session/close"
