@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ from tests.support.openai_mock import OpenAIMock, RecordedRequest, TextReply
 from tests.support.qwen import QWEN_VERSION, qwen_command, qwen_env, qwen_executable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
 pytestmark = [pytest.mark.anyio, pytest.mark.qwen]
@@ -51,6 +50,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.qwen]
 #: Keep qwen from running its post-turn memory-extraction subagent against the mock.
 SETTINGS = {"memory": {"enableManagedAutoMemory": False}}
 METHOD_NOT_FOUND = -32601
+RESOURCE_NOT_FOUND = -32002
 HOLD_LOG = "holding session/load until the creation minute is over"
 #: Two qwen processes per test, each needing 2-4 s to initialize (more on a loaded machine).
 SLOW = pytest.mark.timeout(150)
@@ -102,7 +102,7 @@ class ProcessWire:
             if isinstance(message, dict):
                 self.lines.append(Line(direction, message, now))
 
-    def index(self, predicate: Any) -> int:
+    def index(self, predicate: Callable[[Line], bool]) -> int:
         found = [i for i, line in enumerate(self.lines) if predicate(line)]
         assert found, "no such line on the wire"
         return found[0]
@@ -120,14 +120,20 @@ class ProcessWire:
 
 
 class WireTap:
-    """Every agent process's stdin writes and stdout reads, decoded line by line, by pid."""
+    """Every agent process's stdin writes and stdout reads, decoded line by line, per process."""
 
     def __init__(self) -> None:
-        self.processes: dict[int, ProcessWire] = {}
+        # Keyed by id() of a process kept alive here, so neither an id nor a pid is ever shared.
+        self._processes: dict[int, tuple[AgentProcess, ProcessWire]] = {}
+
+    def feed(self, process: AgentProcess, direction: Literal["out", "in"], data: bytes) -> None:
+        self._processes.setdefault(id(process), (process, ProcessWire()))[1].feed(direction, data)
 
     def of(self, pid: int | None) -> ProcessWire:
-        assert pid is not None
-        return self.processes.setdefault(pid, ProcessWire())
+        """The wire of the latest process with this pid."""
+        found = [w for process, w in self._processes.values() if process.pid == pid]
+        assert found, f"no process {pid} on the wire"
+        return found[-1]
 
 
 @pytest.fixture
@@ -138,11 +144,11 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> WireTap:
 
     async def tapped_write(self: AgentProcess, data: bytes) -> None:
         await write_stdin(self, data)
-        tap.of(self.pid).feed("out", data)
+        tap.feed(self, "out", data)
 
     async def tapped_read(self: AgentProcess) -> bytes:
         data = await read_stdout(self)
-        tap.of(self.pid).feed("in", data)
+        tap.feed(self, "in", data)
         return data
 
     monkeypatch.setattr(AgentProcess, "write_stdin", tapped_write)
@@ -185,7 +191,7 @@ class FakeClock:
         return self.now
 
 
-def completed(events: list[Event]) -> list[Notification]:
+def completed(events: Sequence[Event]) -> list[Notification]:
     return [e for e in events if isinstance(e, Notification) and e.delta is None]
 
 
@@ -224,7 +230,8 @@ async def test_load_replays_and_continues_a_saved_qwen_session(
     replies = ["Apples are crisp and sweet.", "Pears are soft and grainy.", "We talked about apples and pears."]
     mock.enqueue(*(TextReply(text, chunk_size=6, chunk_delay=0.01) for text in replies))
     home = tmp_path / "home"
-    saved = await saved_session(workspace, qwen_target(home, mock), prompts[:2], replies[:2])
+    created_in = OriginLedger()  # kept apart from the process-wide ledger
+    saved = await saved_session(workspace, qwen_target(home, mock), prompts[:2], replies[:2], ledger=created_in)
     assert len(mock.turn_requests()) == 2
 
     events: list[Event] = []
@@ -235,8 +242,6 @@ async def test_load_replays_and_continues_a_saved_qwen_session(
         assert s.capabilities.snapshot()["session continuation"] == "protocol"
         pid = s.pid
         result = await s.run_turn(prompts[2], events.append)
-    print("EVENTS1", *[e.to_json() for e in events], sep="\n")
-    print("CONV", conversation(mock.turn_requests()[2]))
     assert result.ok, result
     assert (result.outcome, result.stop_reason, result.session_id) == ("turn_completed", "end_turn", saved)
     assert result.last_message == replies[2]
@@ -261,6 +266,7 @@ async def test_load_replays_and_continues_a_saved_qwen_session(
     texts = [e.message for e in events if isinstance(e, Notification)] + [e.delta or "" for e in replayed]
     assert not any(prompt in text for prompt in prompts for text in texts)
     assert all(e.session_id == saved and e.pid == pid for e in events)
+    assert all(e.timestamp <= events[0].timestamp for e in replayed)  # dated when they arrived
 
     # qwen really continued the conversation: the model saw the earlier exchange, in order.
     turns = mock.turn_requests()
@@ -291,12 +297,27 @@ async def test_load_replays_and_continues_a_saved_qwen_session(
     assert second.lines[load].message["params"] == {"sessionId": saved, "cwd": workspace, "mcpServers": []}
     load_answer = second.their_answer(second.lines[load].message["id"])
     assert "error" not in second.lines[load_answer].message
+    # qwen replayed the whole exchange, the prompts included, before answering the load.
+    replay = [
+        (ln.message["params"]["update"]["sessionUpdate"], ln.message["params"]["update"]["content"]["text"])
+        for ln in second.lines[load:load_answer]
+        if ln.direction == "in"
+        and ln.message.get("method") == "session/update"
+        and ln.message["params"]["update"].get("sessionUpdate") in ("user_message_chunk", "agent_message_chunk")
+    ]
+    assert [(kind, text) for kind, text in replay if text] == [
+        ("user_message_chunk", prompts[0]),
+        ("agent_message_chunk", replies[0]),
+        ("user_message_chunk", prompts[1]),
+        ("agent_message_chunk", replies[1]),
+    ]
 
 
 @SLOW
 async def test_load_of_an_unknown_session_falls_back_to_a_new_one(
-    workspace: str, tmp_path: Path, mock: OpenAIMock, wire: WireTap
+    workspace: str, tmp_path: Path, mock: OpenAIMock, wire: WireTap, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="remote_acp.continuation")
     unknown = str(uuid.uuid4())
     mock.enqueue(TextReply("A fresh start."))
     events: list[Event] = []
@@ -314,21 +335,28 @@ async def test_load_of_an_unknown_session_falls_back_to_a_new_one(
     assert not any(isinstance(e, Notification) and e.replayed for e in events)
 
     notices = [e.message for e in completed(events)]
-    print("NOTICES2", notices)
-    print("WIRE2", *[(l.direction, l.message) for l in wire.of(pid).lines[:8]], sep="\n")
     assert notices[0] == "this session started with a declared capability gap in: token counts, session continuation"
-    pattern = rf"could not continue session {re.escape(unknown)} \((session/load error -?\d+: .+)\); started a new session instead"
-    fell_back = [n for n in notices if re.fullmatch(pattern, n, flags=re.DOTALL)]
-    assert len(fell_back) == 1, notices
-    assert notices[-1] == "A fresh start."
+    # qwen 0.24.4 answers an unknown id with -32002 "Resource not found: session:<id>".
+    reason = f"session/load error {RESOURCE_NOT_FOUND}: Resource not found: session:{unknown}"
+    assert notices[1:] == [
+        f"could not continue session {unknown} ({reason}); started a new session instead",
+        "A fresh start.",
+    ]
 
     # On the wire: probe, load (answered with an error), then a new session, then the prompt.
     ours = wire.of(pid)
     assert ours.our_methods()[:5] == ["initialize", NEGATIVE_CONTROL, "session/load", "session/new", "session/prompt"]
+    probe = ours.our_request(NEGATIVE_CONTROL)
+    probe_answer = ours.their_answer(ours.lines[probe].message["id"])
+    assert ours.lines[probe_answer].message["error"]["code"] == METHOD_NOT_FOUND
     load = ours.our_request("session/load")
+    assert probe_answer < load
     answer = ours.lines[ours.their_answer(ours.lines[load].message["id"])].message
-    assert "error" in answer
-    assert f"session/load error {answer['error']['code']}: " in fell_back[0]
+    assert answer["error"]["code"] == RESOURCE_NOT_FOUND
+    # The probe tells a broken load (-32002) from an unimplemented one (-32601).
+    failed = [r for r in caplog.records if r.getMessage() == "continuation call failed"]
+    assert [(r.levelno, r.__dict__["code"]) for r in failed] == [(logging.WARNING, RESOURCE_NOT_FOUND)]
+    assert not [r for r in caplog.records if r.getMessage() == "continuation method not implemented"]
 
 
 @SLOW
@@ -354,6 +382,7 @@ async def test_load_in_the_creation_minute_is_held_then_confirmed(
     assert len(held) == 1 and held[0].__dict__["hold_s"] == 0.3
     assert [e.message for e in completed(events) if e.replayed] == ["Remembered."]
     assert [e.message for e in completed(events) if not e.replayed][-1] == "Still here."
+    assert ("assistant", "Remembered.") in conversation(mock.turn_requests()[-1])
 
     # The hold is real time between the probe's answer and the load.
     second = wire.of(pid)
