@@ -347,3 +347,18 @@ def test_cli_run_over_ssh(ssh_lab: SshLab, workspace: str) -> None:
         "this session started with a declared capability gap in: tool servers, token counts, session continuation",
         "over the wire",
     ]
+
+
+async def test_connect_timeout_to_an_unreachable_host(ssh_lab: SshLab) -> None:
+    lab4 = ssh_lab.namespaced
+    lab4.cut_link()
+    try:
+        started = time.monotonic()
+        with anyio.fail_after(10):
+            err = await start_error(ssh_lab, target(ssh_lab, lab4.alias, connect_timeout_s=1))
+        elapsed = time.monotonic() - started
+    finally:
+        lab4.restore_link()
+    assert err.kind is ErrorKind.PORT_EXIT and err.message == "ssh connection failed"
+    assert "timed out" in err.detail
+    assert elapsed < 8  # ConnectTimeout=1 plus slack on a busy machine
