@@ -18,6 +18,7 @@ children that left its process group included, escalating from SIGTERM to SIGKIL
 from __future__ import annotations
 
 import logging
+import os
 import re
 import secrets
 import shlex
@@ -319,8 +320,6 @@ class SshTarget:
         return True
 
     async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
-        import os
-
         destination = parse_destination(self.host)
         if not workspace or not workspace.strip():
             raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path is empty")
