@@ -207,7 +207,7 @@ class Normalizer:
             return  # an update with no matching begin produces no event
         call = self._tools[call_id]
         # Updates carry only what changed: remember the latest kind and title.
-        if "kind" in update:
+        if update.get("kind") is not None:  # null means "not given", like an absent field
             call.kind = normalize_tool_kind(update["kind"])
         title = update.get("title")
         if isinstance(title, str):
