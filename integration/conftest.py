@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from integration.qwen_fixtures import mock, out_file, qwen_installed, wire  # noqa: F401  (registered as fixtures)
 from integration.sshlab import SshLab
 
 if TYPE_CHECKING:

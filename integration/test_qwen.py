@@ -7,27 +7,24 @@ carries the marker; it is passed whole to the launch (``env_allow`` + ``extra_en
 ``qwen_env`` removed (proxies, qwen's relaunch plumbing) is not inherited back from ``os.environ``.
 
 What qwen sends and what we answer is observed on the wire itself: the tests tap the agent
-process's stdin writes and stdout reads (``wire`` fixture).
+process's stdin writes and stdout reads (``wire`` fixture, see ``integration/qwen_fixtures.py``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
+from integration.qwen_fixtures import completed_messages, deltas, qwen_options, qwen_target
 from remote_acp import (
     ErrorKind,
     Event,
-    LocalTarget,
     Notification,
     RemoteAcpError,
-    SessionOptions,
     SessionStarted,
     ToolResult,
     TurnCancelled,
@@ -35,132 +32,19 @@ from remote_acp import (
     TurnFailed,
     open_session,
 )
-from remote_acp.process import AgentProcess
-from tests.support.agents import fast_options
-from tests.support.openai_mock import ErrorReply, OpenAIMock, TextReply, write_file_call
+from remote_acp.jsonrpc import METHOD_NOT_FOUND
+from remote_acp.unattended import REFUSED_NOTICE
+from tests.support.openai_mock import ErrorReply, TextReply, write_file_call
 from tests.support.orphans import MARKER_NAME, find_marked
-from tests.support.qwen import QWEN_VERSION, qwen_command, qwen_env, qwen_executable
+from tests.support.qwen import QWEN_VERSION
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from pathlib import Path
 
-pytestmark = [pytest.mark.anyio, pytest.mark.qwen]
+    from integration.qwen_fixtures import WireTap
+    from tests.support.openai_mock import OpenAIMock
 
-REFUSED_NOTICE = "refused a permission request because this run is unattended and no one can approve it"
-#: Keep qwen from running its post-turn memory-extraction subagent against the mock.
-SETTINGS = {"memory": {"enableManagedAutoMemory": False}}
-METHOD_NOT_FOUND = -32601
-
-Json = dict[str, Any]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def qwen_installed() -> Path:
-    """These tests never skip: a missing runtime is a failure, with the way to fix it."""
-    exe = qwen_executable()
-    if exe is None:
-        pytest.fail(
-            f"qwen-code {QWEN_VERSION} is not installed under .tools/qwen: run scripts/install-qwen.sh "
-            "(idempotent; it installs the pinned release into .tools/qwen)",
-            pytrace=False,
-        )
-    return exe
-
-
-class WireTap:
-    """Everything written to and read from the agent process, as raw bytes."""
-
-    def __init__(self) -> None:
-        self.sent = bytearray()
-        self.received = bytearray()
-
-    @staticmethod
-    def _messages(data: bytearray) -> list[Json]:
-        out: list[Json] = []
-        for line in bytes(data).splitlines():
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue  # a line cut short when the session closed our end of stdout
-            if isinstance(message, dict):
-                out.append(message)
-        return out
-
-    def ours(self) -> list[Json]:
-        return self._messages(self.sent)
-
-    def theirs(self) -> list[Json]:
-        return self._messages(self.received)
-
-    def their_requests(self, method: str) -> list[Json]:
-        return [m for m in self.theirs() if m.get("method") == method and "id" in m]
-
-    def our_answer(self, request_id: Any) -> Json:
-        answers = [m for m in self.ours() if "method" not in m and m.get("id") == request_id]
-        assert len(answers) == 1, f"expected one answer to request {request_id!r}, got {answers}"
-        return answers[0]
-
-
-@pytest.fixture
-def wire(monkeypatch: pytest.MonkeyPatch) -> WireTap:
-    tap = WireTap()
-    write_stdin = AgentProcess.write_stdin
-    read_stdout = AgentProcess.read_stdout
-
-    async def tapped_write(self: AgentProcess, data: bytes) -> None:
-        await write_stdin(self, data)
-        tap.sent.extend(data)
-
-    async def tapped_read(self: AgentProcess) -> bytes:
-        data = await read_stdout(self)
-        tap.received.extend(data)
-        return data
-
-    monkeypatch.setattr(AgentProcess, "write_stdin", tapped_write)
-    monkeypatch.setattr(AgentProcess, "read_stdout", tapped_read)
-    return tap
-
-
-@pytest.fixture
-def out_file(workspace: str) -> Path:
-    """Where the mock model asks qwen to write (an absolute, resolved path in the workspace)."""
-    return Path(workspace).resolve() / "out.txt"
-
-
-@pytest.fixture
-def mock() -> Iterator[OpenAIMock]:
-    with OpenAIMock(default_text="Default reply from the mock.") as server:
-        yield server
-
-
-def qwen_options(approval_mode: str = "default", **overrides: Any) -> SessionOptions:
-    """Generous bounds: qwen takes 2-3.5 s to answer initialize, more on a loaded machine."""
-    values: dict[str, Any] = {
-        "read_timeout_ms": 15_000,
-        "initialize_floor_ms": 45_000,
-        "turn_timeout_ms": 40_000,
-        "stall_timeout_ms": 40_000,
-        "stop_grace_ms": 3_000,
-        "output_drain_ms": 2_000,
-    }
-    values.update(overrides)
-    return fast_options(qwen_command(approval_mode=approval_mode), **values)
-
-
-def qwen_target(tmp_path: Path, mock: OpenAIMock, *, without: tuple[str, ...] = ()) -> LocalTarget:
-    """A local target whose environment is exactly ``qwen_env`` (minus ``without``)."""
-    env = qwen_env(tmp_path / "home", mock, extra_settings=SETTINGS)
-    for name in without:
-        env.pop(name, None)
-    return LocalTarget(env_allow=tuple(env), extra_env=env)
-
-
-def deltas(events: list[Event]) -> list[str]:
-    return [e.delta for e in events if isinstance(e, Notification) and e.delta is not None]
-
-
-def completed_messages(events: list[Event]) -> list[str]:
-    return [e.message for e in events if isinstance(e, Notification) and e.delta is None]
+pytestmark = [pytest.mark.anyio, pytest.mark.qwen, pytest.mark.usefixtures("qwen_installed")]
 
 
 @pytest.mark.both_backends
@@ -172,7 +56,7 @@ async def test_handshake_and_streamed_text_turns(workspace: str, tmp_path: Path,
     ]
     mock.enqueue(*(TextReply(text, chunk_size=8, chunk_delay=0.02) for text in replies))
     prompts = ["first question", "second question", "third question"]
-    async with open_session(workspace, qwen_options(), qwen_target(tmp_path, mock)) as s:
+    async with open_session(workspace, qwen_options(), qwen_target(tmp_path / "home", mock)) as s:
         assert s.info is not None
         assert (s.info.agent_name, s.info.agent_version) == ("qwen-code", QWEN_VERSION)
         assert s.session_id and s.pid is not None
@@ -212,7 +96,7 @@ async def test_write_file_permission_is_refused(
 ) -> None:
     mock.enqueue(write_file_call(str(out_file), "hello\n"))
     events: list[Event] = []
-    async with open_session(workspace, qwen_options("default"), qwen_target(tmp_path, mock)) as s:
+    async with open_session(workspace, qwen_options("default"), qwen_target(tmp_path / "home", mock)) as s:
         with anyio.fail_after(45):  # a request left unanswered would hang the turn, not end it
             result = await s.run_turn("create out.txt saying hello", events.append)
         session_id = s.session_id
@@ -251,7 +135,7 @@ async def test_tool_result_keeps_the_title_sent_before_the_terminal_update(
 ) -> None:
     mock.enqueue(write_file_call(str(out_file), "hello\n"))
     events: list[Event] = []
-    async with open_session(workspace, qwen_options("default"), qwen_target(tmp_path, mock)) as s:
+    async with open_session(workspace, qwen_options("default"), qwen_target(tmp_path / "home", mock)) as s:
         result = await s.run_turn("create out.txt saying hello", events.append)
     assert result.ok
     (tool,) = [e for e in events if isinstance(e, ToolResult)]
@@ -273,7 +157,7 @@ async def test_cancel_while_the_model_is_streaming(
     hold = threading.Event()
     mock.enqueue(TextReply("first piece, and the rest is held back by the mock", chunk_size=10, hold=hold))
     try:
-        async with open_session(workspace, qwen_options(), qwen_target(tmp_path, mock)) as s:
+        async with open_session(workspace, qwen_options(), qwen_target(tmp_path / "home", mock)) as s:
             seen: list[Event] = []
             async with s.turn("tell me a long story") as turn:
                 with anyio.fail_after(45):
@@ -301,7 +185,7 @@ async def test_cancel_while_the_model_is_streaming(
 async def test_model_api_error_fails_the_prompt(workspace: str, tmp_path: Path, mock: OpenAIMock) -> None:
     mock.enqueue(ErrorReply(400, "the mock rejects this request"))
     events: list[Event] = []
-    async with open_session(workspace, qwen_options(), qwen_target(tmp_path, mock)) as s:
+    async with open_session(workspace, qwen_options(), qwen_target(tmp_path / "home", mock)) as s:
         result = await s.run_turn("this one fails", events.append)
         assert result.error is not None and result.error.kind is ErrorKind.RESPONSE_ERROR
         assert result.outcome == "turn_failed" and result.stop_reason is None
@@ -318,7 +202,7 @@ async def test_missing_api_key_is_credential_unverified(
     workspace: str, tmp_path: Path, mock: OpenAIMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    target = qwen_target(tmp_path, mock, without=("OPENAI_API_KEY",))
+    target = qwen_target(tmp_path / "home", mock, without=("OPENAI_API_KEY",))
     assert "OPENAI_API_KEY" not in target.environment()
     with pytest.raises(RemoteAcpError) as info:
         async with open_session(workspace, qwen_options(), target):

@@ -9,178 +9,46 @@ Every test starts its own OpenAI mock and qwen processes, with an isolated ``HOM
 is built inside the test, after the suite's orphan marker is set, so every qwen process carries the
 marker and the root conftest's orphan check sees any survivor.
 
-What was sent and received is observed on the wire itself (``wire`` fixture): the agent process's
-stdin writes and stdout reads are tapped, per process, in the order they happened.
+What was sent and received is observed on the wire itself (``wire`` fixture, see
+``integration/qwen_fixtures.py``): the agent process's stdin writes and stdout reads are tapped,
+per process, in the order they happened.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from integration.qwen_fixtures import completed, qwen_options, qwen_target
 from remote_acp import (
     Event,
-    LocalTarget,
     Notification,
     OriginLedger,
-    SessionOptions,
     SessionStarted,
     TurnCompleted,
     open_session,
 )
 from remote_acp.continuation import NEGATIVE_CONTROL
-from remote_acp.process import AgentProcess
-from tests.support.agents import fast_options
-from tests.support.openai_mock import OpenAIMock, RecordedRequest, TextReply
-from tests.support.qwen import QWEN_VERSION, qwen_command, qwen_env, qwen_executable
+from remote_acp.jsonrpc import METHOD_NOT_FOUND
+from tests.support.openai_mock import TextReply
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
-pytestmark = [pytest.mark.anyio, pytest.mark.qwen]
+    from integration.qwen_fixtures import WireTap
+    from remote_acp import LocalTarget
+    from tests.support.openai_mock import OpenAIMock, RecordedRequest
 
-#: Keep qwen from running its post-turn memory-extraction subagent against the mock.
-SETTINGS = {"memory": {"enableManagedAutoMemory": False}}
-METHOD_NOT_FOUND = -32601
+pytestmark = [pytest.mark.anyio, pytest.mark.qwen, pytest.mark.usefixtures("qwen_installed")]
+
 RESOURCE_NOT_FOUND = -32002
 HOLD_LOG = "holding session/load until the creation minute is over"
 #: Two qwen processes per test, each needing 2-4 s to initialize (more on a loaded machine).
 SLOW = pytest.mark.timeout(150)
-
-Json = dict[str, Any]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def qwen_installed() -> Path:
-    """These tests never skip: a missing runtime is a failure, with the way to fix it."""
-    exe = qwen_executable()
-    if exe is None:
-        pytest.fail(
-            f"qwen-code {QWEN_VERSION} is not installed under .tools/qwen: run scripts/install-qwen.sh "
-            "(idempotent; it installs the pinned release into .tools/qwen)",
-            pytrace=False,
-        )
-    return exe
-
-
-# -- the wire, per process, in order ------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    """One JSON-RPC message: ``out`` we wrote it to the agent, ``in`` we read it from the agent."""
-
-    direction: Literal["out", "in"]
-    message: Json
-    at: float  # time.monotonic() when the chunk carrying its end was written or read
-
-
-@dataclass
-class ProcessWire:
-    lines: list[Line] = field(default_factory=list)
-    _partial: dict[str, bytearray] = field(default_factory=lambda: {"out": bytearray(), "in": bytearray()})
-
-    def feed(self, direction: Literal["out", "in"], data: bytes) -> None:
-        buffer = self._partial[direction]
-        buffer.extend(data)
-        *complete, rest = bytes(buffer).split(b"\n")
-        buffer[:] = rest
-        now = time.monotonic()
-        for raw in complete:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(message, dict):
-                self.lines.append(Line(direction, message, now))
-
-    def index(self, predicate: Callable[[Line], bool]) -> int:
-        found = [i for i, line in enumerate(self.lines) if predicate(line)]
-        assert found, "no such line on the wire"
-        return found[0]
-
-    def our_request(self, method: str) -> int:
-        return self.index(lambda ln: ln.direction == "out" and ln.message.get("method") == method)
-
-    def their_answer(self, request_id: Any) -> int:
-        return self.index(
-            lambda ln: ln.direction == "in" and "method" not in ln.message and ln.message.get("id") == request_id
-        )
-
-    def our_methods(self) -> list[str]:
-        return [ln.message["method"] for ln in self.lines if ln.direction == "out" and "method" in ln.message]
-
-
-class WireTap:
-    """Every agent process's stdin writes and stdout reads, decoded line by line, per process."""
-
-    def __init__(self) -> None:
-        # Keyed by id() of a process kept alive here, so neither an id nor a pid is ever shared.
-        self._processes: dict[int, tuple[AgentProcess, ProcessWire]] = {}
-
-    def feed(self, process: AgentProcess, direction: Literal["out", "in"], data: bytes) -> None:
-        self._processes.setdefault(id(process), (process, ProcessWire()))[1].feed(direction, data)
-
-    def of(self, pid: int | None) -> ProcessWire:
-        """The wire of the latest process with this pid."""
-        found = [w for process, w in self._processes.values() if process.pid == pid]
-        assert found, f"no process {pid} on the wire"
-        return found[-1]
-
-
-@pytest.fixture
-def wire(monkeypatch: pytest.MonkeyPatch) -> WireTap:
-    tap = WireTap()
-    write_stdin = AgentProcess.write_stdin
-    read_stdout = AgentProcess.read_stdout
-
-    async def tapped_write(self: AgentProcess, data: bytes) -> None:
-        await write_stdin(self, data)
-        tap.feed(self, "out", data)
-
-    async def tapped_read(self: AgentProcess) -> bytes:
-        data = await read_stdout(self)
-        tap.feed(self, "in", data)
-        return data
-
-    monkeypatch.setattr(AgentProcess, "write_stdin", tapped_write)
-    monkeypatch.setattr(AgentProcess, "read_stdout", tapped_read)
-    return tap
-
-
-@pytest.fixture
-def mock() -> Iterator[OpenAIMock]:
-    with OpenAIMock(default_text="Default reply from the mock.") as server:
-        yield server
-
-
-def qwen_options(**overrides: Any) -> SessionOptions:
-    """Generous bounds: qwen takes 2-4 s to answer initialize, more on a loaded machine."""
-    values: dict[str, Any] = {
-        "read_timeout_ms": 15_000,
-        "initialize_floor_ms": 45_000,
-        "turn_timeout_ms": 40_000,
-        "stall_timeout_ms": 40_000,
-        "stop_grace_ms": 3_000,
-        "output_drain_ms": 2_000,
-    }
-    values.update(overrides)
-    return fast_options(qwen_command(approval_mode="default"), **values)
-
-
-def qwen_target(home: Path, mock: OpenAIMock) -> LocalTarget:
-    """A local target whose environment is exactly ``qwen_env`` for ``home``: two targets built on
-    the same ``home`` give two qwen processes that share their saved sessions."""
-    env = qwen_env(home, mock, extra_settings=SETTINGS)
-    return LocalTarget(env_allow=tuple(env), extra_env=env)
 
 
 class FakeClock:
@@ -189,10 +57,6 @@ class FakeClock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-def completed(events: Sequence[Event]) -> list[Notification]:
-    return [e for e in events if isinstance(e, Notification) and e.delta is None]
 
 
 def conversation(request: RecordedRequest) -> list[tuple[str, str]]:

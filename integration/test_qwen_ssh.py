@@ -7,9 +7,10 @@ lab's ``SendEnv``/``AcceptEnv``) and what ``SshSettings.pass_env`` names: the mo
 the model, the API key and an isolated ``HOME`` are set in the local environment (monkeypatch)
 and carried to qwen over stdin, ahead of the protocol, never on any argv.
 
-What qwen sends and what we answer is observed on the wire itself (``wire`` fixture), and the
-mock's request handler is wrapped to record the ``Authorization`` header of every request (the
-mock itself records bodies only), so the key the remote qwen used is seen where it arrives.
+What qwen sends and what we answer is observed on the wire itself (``wire`` fixture, see
+``integration/qwen_fixtures.py``), and the mock's request handler is wrapped to record the
+``Authorization`` header of every request (the mock itself records bodies only), so the key the
+remote qwen used is seen where it arrives.
 """
 
 from __future__ import annotations
@@ -20,41 +21,38 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
+from integration.qwen_fixtures import QUIET_SETTINGS, completed_messages, deltas, qwen_options
 from remote_acp import (
     ErrorKind,
     Event,
     Notification,
     RemoteAcpError,
-    SessionOptions,
     SessionStarted,
     ToolResult,
     TurnCompleted,
     open_session,
 )
-from remote_acp.process import AgentProcess
 from remote_acp.ssh import SshSettings, SshTarget
+from remote_acp.unattended import REFUSED_NOTICE
 from tests.support import openai_mock
-from tests.support.agents import fast_options
-from tests.support.openai_mock import OpenAIMock, TextReply, write_file_call
+from tests.support.openai_mock import TextReply, write_file_call
 from tests.support.orphans import MARKER_NAME, find_marked
-from tests.support.qwen import QWEN_VERSION, qwen_command, qwen_env, qwen_executable
+from tests.support.qwen import QWEN_VERSION, qwen_env, qwen_executable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
+    from integration.qwen_fixtures import WireTap
     from integration.sshlab import SshLab
+    from remote_acp import SessionOptions
+    from tests.support.openai_mock import OpenAIMock
 
-pytestmark = [pytest.mark.anyio, pytest.mark.qwen]
+pytestmark = [pytest.mark.anyio, pytest.mark.qwen, pytest.mark.usefixtures("qwen_installed")]
 
 HOST = "lab1"
-REFUSED_NOTICE = "refused a permission request because this run is unattended and no one can approve it"
-#: Keep qwen from running its post-turn memory-extraction subagent against the mock.
-SETTINGS = {"memory": {"enableManagedAutoMemory": False}}
 #: What crosses ssh to qwen, by name: everything ``qwen_env`` sets for it.
 CARRIED = (
     "HOME",
@@ -72,77 +70,8 @@ CARRIED = (
 #: (3 s) before SIGKILL.
 REMOTE_EXIT_BOUND_S = 10.0
 
-Json = dict[str, Any]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def qwen_installed() -> Path:
-    """These tests never skip: a missing runtime is a failure, with the way to fix it."""
-    exe = qwen_executable()
-    if exe is None:
-        pytest.fail(
-            f"qwen-code {QWEN_VERSION} is not installed under .tools/qwen: run scripts/install-qwen.sh "
-            "(idempotent; it installs the pinned release into .tools/qwen)",
-            pytrace=False,
-        )
-    return exe
-
-
-# -- observing the wire, the mock's headers and the processes ---------------------------------
-
-
-class WireTap:
-    """Everything written to and read from the local ssh process, as raw bytes."""
-
-    def __init__(self) -> None:
-        self.sent = bytearray()
-        self.received = bytearray()
-
-    @staticmethod
-    def _messages(data: bytes) -> list[Json]:
-        out: list[Json] = []
-        for line in data.splitlines():
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue  # the env preamble, or a line cut short when the session closed stdout
-            if isinstance(message, dict):
-                out.append(message)
-        return out
-
-    def ours(self) -> list[Json]:
-        return self._messages(bytes(self.sent))
-
-    def theirs(self) -> list[Json]:
-        return self._messages(bytes(self.received))
-
-    def their_requests(self, method: str) -> list[Json]:
-        return [m for m in self.theirs() if m.get("method") == method and "id" in m]
-
-    def our_answer(self, request_id: Any) -> Json:
-        answers = [m for m in self.ours() if "method" not in m and m.get("id") == request_id]
-        assert len(answers) == 1, f"expected one answer to request {request_id!r}, got {answers}"
-        return answers[0]
-
-
-@pytest.fixture
-def wire(monkeypatch: pytest.MonkeyPatch) -> WireTap:
-    tap = WireTap()
-    write_stdin = AgentProcess.write_stdin
-    read_stdout = AgentProcess.read_stdout
-
-    async def tapped_write(self: AgentProcess, data: bytes) -> None:
-        await write_stdin(self, data)
-        tap.sent.extend(data)
-
-    async def tapped_read(self: AgentProcess) -> bytes:
-        data = await read_stdout(self)
-        tap.received.extend(data)
-        return data
-
-    monkeypatch.setattr(AgentProcess, "write_stdin", tapped_write)
-    monkeypatch.setattr(AgentProcess, "read_stdout", tapped_read)
-    return tap
+# -- the mock's headers and the processes -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -152,9 +81,10 @@ class SeenRequest:
     authorization: str | None
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def headers(monkeypatch: pytest.MonkeyPatch) -> list[SeenRequest]:
-    """The method, path and ``Authorization`` header of every request the mock receives."""
+    """The method, path and ``Authorization`` header of every request the mock receives (autouse:
+    set up ahead of every test's ``mock``)."""
     seen: list[SeenRequest] = []
     dispatch = openai_mock._Handler._dispatch
 
@@ -164,12 +94,6 @@ def headers(monkeypatch: pytest.MonkeyPatch) -> list[SeenRequest]:
 
     monkeypatch.setattr(openai_mock._Handler, "_dispatch", recording)
     return seen
-
-
-@pytest.fixture
-def mock(headers: list[SeenRequest]) -> Iterator[OpenAIMock]:
-    with OpenAIMock(default_text="Default reply from the mock.") as server:
-        yield server
 
 
 @dataclass(frozen=True)
@@ -182,30 +106,15 @@ class RemoteEnv:
 def remote_env(tmp_path: Path, mock: OpenAIMock, monkeypatch: pytest.MonkeyPatch) -> RemoteEnv:
     """qwen's environment, set in the local one (for ``pass_env`` to carry), with a fresh fake key."""
     key = f"sk-remote-acp-ssh-{secrets.token_hex(12)}"
-    env = qwen_env(tmp_path / "home", mock, extra_settings=SETTINGS, api_key=key)
+    env = qwen_env(tmp_path / "home", mock, extra_settings=QUIET_SETTINGS, api_key=key)
     for name in CARRIED:
         monkeypatch.setenv(name, env[name])
     return RemoteEnv(home=Path(env["HOME"]), key=key)
 
 
-@pytest.fixture
-def out_file(workspace: str) -> Path:
-    """Where the mock model asks qwen to write (an absolute, resolved path in the workspace)."""
-    return Path(workspace).resolve() / "out.txt"
-
-
-def qwen_options(approval_mode: str = "default", **overrides: Any) -> SessionOptions:
-    """Generous bounds: qwen takes 2-4 s to answer initialize, more over ssh on a loaded machine."""
-    values: dict[str, Any] = {
-        "read_timeout_ms": 15_000,
-        "initialize_floor_ms": 60_000,
-        "turn_timeout_ms": 40_000,
-        "stall_timeout_ms": 40_000,
-        "stop_grace_ms": 3_000,
-        "output_drain_ms": 2_000,
-    }
-    values.update(overrides)
-    return fast_options(qwen_command(approval_mode=approval_mode), **values)
+def ssh_options(approval_mode: str = "default") -> SessionOptions:
+    """``qwen_options`` with a longer initialize floor: more time over ssh on a loaded machine."""
+    return qwen_options(approval_mode, initialize_floor_ms=60_000)
 
 
 def ssh_target(lab: SshLab, pass_env: tuple[str, ...] = CARRIED) -> SshTarget:
@@ -252,14 +161,6 @@ async def assert_no_qwen_survives(marker: str) -> float:
     return time.monotonic() - started
 
 
-def deltas(events: list[Event]) -> list[str]:
-    return [e.delta for e in events if isinstance(e, Notification) and e.delta is not None]
-
-
-def completed_messages(events: list[Event]) -> list[str]:
-    return [e.message for e in events if isinstance(e, Notification) and e.delta is None]
-
-
 # -- the tests --------------------------------------------------------------------------------
 
 
@@ -275,7 +176,7 @@ async def test_handshake_and_streamed_turns_over_ssh(
     ]
     mock.enqueue(*(TextReply(text, chunk_size=8, chunk_delay=0.02) for text in replies))
     prompts = ["first question", "second question", "third question"]
-    async with open_session(workspace, qwen_options(), ssh_target(ssh_lab)) as s:
+    async with open_session(workspace, ssh_options(), ssh_target(ssh_lab)) as s:
         assert s.info is not None
         assert s.info.target == HOST
         assert (s.info.agent_name, s.info.agent_version) == ("qwen-code", QWEN_VERSION)
@@ -325,7 +226,7 @@ async def test_environment_reaches_remote_qwen_only_over_stdin(
 ) -> None:
     marker, key = os.environ[MARKER_NAME], remote_env.key
     mock.enqueue(TextReply("the key worked", chunk_size=4))
-    async with open_session(workspace, qwen_options(), ssh_target(ssh_lab)) as s:
+    async with open_session(workspace, ssh_options(), ssh_target(ssh_lab)) as s:
         result = await s.run_turn("use the key")
         assert result.ok and result.last_message == "the key worked"
         session_id = s.session_id
@@ -372,7 +273,7 @@ async def test_api_key_not_named_in_pass_env_does_not_reach_qwen(
     assert os.environ["OPENAI_API_KEY"] == remote_env.key
     without_key = tuple(name for name in CARRIED if name != "OPENAI_API_KEY")
     with pytest.raises(RemoteAcpError) as info:
-        async with open_session(workspace, qwen_options(), ssh_target(ssh_lab, without_key)):
+        async with open_session(workspace, ssh_options(), ssh_target(ssh_lab, without_key)):
             pytest.fail("the session started without a credential")
     err = info.value
     assert err.kind is ErrorKind.CREDENTIAL_UNVERIFIED, err
@@ -389,7 +290,7 @@ async def test_write_file_permission_is_refused_over_ssh(
     marker = os.environ[MARKER_NAME]
     mock.enqueue(write_file_call(str(out_file), "hello\n"))
     events: list[Event] = []
-    async with open_session(workspace, qwen_options("default"), ssh_target(ssh_lab)) as s:
+    async with open_session(workspace, ssh_options("default"), ssh_target(ssh_lab)) as s:
         with anyio.fail_after(45):  # a request left unanswered would hang the turn, not end it
             result = await s.run_turn("create out.txt saying hello", events.append)
         session_id = s.session_id
@@ -428,7 +329,7 @@ async def test_short_carried_values_leave_the_stderr_report_readable(
     assert os.environ["NO_COLOR"] == "1" and "NO_COLOR" in CARRIED
     missing = tmp_path / "ws-2024-11-01-missing"
     with pytest.raises(RemoteAcpError) as info:
-        async with open_session(str(missing), qwen_options(), ssh_target(ssh_lab)):
+        async with open_session(str(missing), ssh_options(), ssh_target(ssh_lab)):
             pytest.fail("the session started in a workspace that does not exist")
     err = info.value
     assert err.kind is ErrorKind.INVALID_WORKSPACE_CWD
