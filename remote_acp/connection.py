@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from .framing import OVERSIZED, LineFramer
+from .framing import OVERSIZED, FrameItem, LineFramer
 from .jsonrpc import (
     JsonObject,
     JsonRpcPeer,
@@ -60,12 +60,14 @@ class ConnectionHandler(Protocol):
 class WriteTicket:
     """Completion of one queued write: ``done`` is set when it was written or failed."""
 
-    __slots__ = ("data", "done", "failed")
+    __slots__ = ("data", "done", "failed", "started")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.done = anyio.Event()
         self.failed = False
+        self.started = False
+        """The writer began writing it: it can no longer be taken back."""
 
 
 class PendingCall:
@@ -166,6 +168,15 @@ class AgentConnection:
         self._pending.pop(call.id, None)
         self.peer.forget(call.id)
 
+    def retract(self, ticket: WriteTicket) -> bool:
+        """Take back a queued write the writer has not begun; ``False`` when it is too late."""
+        if ticket.started or ticket not in self._queue:
+            return ticket.failed and ticket.done.is_set()
+        self._queue.remove(ticket)
+        ticket.failed = True
+        ticket.done.set()
+        return True
+
     def notify(self, method: str, params: JsonObject | None = None) -> WriteTicket:
         return self.send(self.peer.notify(method, params))
 
@@ -187,6 +198,7 @@ class AgentConnection:
                 await self._queue_ready.wait()
                 continue
             ticket = self._queue[0]
+            ticket.started = True
             if not self.write_failed:
                 try:
                     await self.process.write_stdin(ticket.data)
@@ -203,44 +215,47 @@ class AgentConnection:
     # -- receiving ----------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        process, framer, peer, handler = self.process, self._framer, self.peer, self._handler
-        pending = self._pending
+        process, framer, handler = self.process, self._framer, self._handler
         while True:
             data = await process.read_stdout()
             if not data:
                 break
             self.bytes_received += len(data)
-            for frame in framer.feed(data):
-                if frame is OVERSIZED:
-                    log.warning(
-                        "a line from the agent exceeded the connection's line bound",
-                        extra={"max_line_bytes": framer.max_line_bytes},
-                    )
-                    handler.on_oversized()
-                    continue
-                message = peer.receive(frame)
-                if isinstance(message, Notification):
-                    if message.method == "session/update":
-                        handler.on_update(message.params)
-                    else:
-                        handler.on_notification(message.method, message.params)
-                elif isinstance(message, Response):
-                    call = pending.pop(message.id, None)
-                    if call is not None:
-                        call.response = message
-                        call.done.set()
-                elif isinstance(message, Request):
-                    handler.on_request(message)
-                elif isinstance(message, StrayResponse):
-                    log.debug("response to no pending request", extra={"response_id": repr(message.id)})
-                else:
-                    handler.on_malformed(message)
+            self._dispatch(framer.feed(data))
             handler.batch_done()
-        for frame in framer.end():
-            if frame is not OVERSIZED:
-                log.debug("unterminated last line from the agent", extra={"bytes": len(frame)})
+        self._dispatch(framer.end())  # an unterminated last line is still a line
         self.process.stdout_eof.set()
         self._mark_lost()
+
+    def _dispatch(self, frames: list[FrameItem]) -> None:
+        """Hand each frame of one read to the handler (the hot path: no awaits, no allocation
+        beyond the parse)."""
+        framer, peer, handler, pending = self._framer, self.peer, self._handler, self._pending
+        for frame in frames:
+            if frame is OVERSIZED:
+                log.warning(
+                    "a line from the agent exceeded the connection's line bound",
+                    extra={"max_line_bytes": framer.max_line_bytes},
+                )
+                handler.on_oversized()
+                continue
+            message = peer.receive(frame)
+            if isinstance(message, Notification):
+                if message.method == "session/update":
+                    handler.on_update(message.params)
+                else:
+                    handler.on_notification(message.method, message.params)
+            elif isinstance(message, Response):
+                call = pending.pop(message.id, None)
+                if call is not None:
+                    call.response = message
+                    call.done.set()
+            elif isinstance(message, Request):
+                handler.on_request(message)
+            elif isinstance(message, StrayResponse):
+                log.debug("response to no pending request", extra={"response_id": repr(message.id)})
+            else:
+                handler.on_malformed(message)
 
     def _mark_lost(self) -> None:
         if self.lost.is_set():

@@ -15,6 +15,7 @@ import anyio
 
 from ._version import __version__
 from .errors import ErrorKind, RemoteAcpError
+from .stderr_tail import mask_secrets
 from .wire import PROTOCOL_VERSION, InitializeResult, WireError, initialize_params, parse_initialize, parse_new_session
 
 if TYPE_CHECKING:
@@ -31,11 +32,20 @@ CREDENTIAL_REFUSED: Final = -32000
 class Handshake:
     """Bounded start-up requests on one connection."""
 
-    def __init__(self, conn: AgentConnection, process: AgentProcess, target: LaunchTarget, *, drain_ms: int) -> None:
+    def __init__(
+        self,
+        conn: AgentConnection,
+        process: AgentProcess,
+        target: LaunchTarget,
+        *,
+        drain_ms: int,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
         self._conn = conn
         self._process = process
         self._target = target
         self._drain_s = drain_ms / 1000
+        self._secrets = secrets
 
     async def request(self, method: str, params: dict[str, Any], timeout_ms: int) -> Response | None:
         """Send a request and wait for its answer; ``None`` on timeout.
@@ -44,12 +54,15 @@ class Handshake:
         """
         call = self._conn.call(method, params)
         with anyio.move_on_after(timeout_ms / 1000):
-            await call.done.wait()
+            await call.ticket.done.wait()
+            if not call.ticket.failed:
+                await call.done.wait()
+        if call.ticket.failed or (call.done.is_set() and call.response is None):
+            self._conn.abandon(call)
+            raise await self.lost_error()  # the agent stopped reading, or its connection ended
         if not call.done.is_set():
             self._conn.abandon(call)
             return None
-        if call.response is None:
-            raise await self.lost_error()
         return call.response
 
     async def call(self, method: str, params: dict[str, Any], timeout_ms: int) -> Any:
@@ -60,7 +73,8 @@ class Handshake:
                 ErrorKind.RESPONSE_TIMEOUT, f"timed out waiting for the agent to answer {method} ({timeout_ms} ms)"
             )
         if response.error is not None:
-            code, text = response.error.code, response.error.message
+            # The runtime's own words may quote a credential it was given: mask before quoting.
+            code, text = response.error.code, mask_secrets(response.error.message, self._secrets)
             if code == CREDENTIAL_REFUSED:
                 raise RemoteAcpError(
                     ErrorKind.CREDENTIAL_UNVERIFIED, f"the agent runtime refused its credential: {text!r}"

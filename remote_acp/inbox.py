@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .events import Event, Malformed, Notification, utc_now
+from .events import Event, Malformed, Notification, SessionStarted, utc_now
 from .jsonrpc import METHOD_NOT_FOUND, Request
+from .stderr_tail import mask_secrets
 from .turn import ActiveTurn, Ending
 from .unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
 
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
     from .logs import ContextLogger
     from .normalize import Normalizer
 
-__all__ = ["Inbox"]
+__all__ = ["QUEUE_BOUND", "Inbox"]
+
+QUEUE_BOUND = 10_000
+"""Events kept between turns; an agent that keeps talking with no turn cannot grow memory."""
 
 
 class Inbox:
@@ -37,10 +41,13 @@ class Inbox:
         self.log = log
         self.conn: AgentConnection | None = None
         self.turn: ActiveTurn | None = None
-        self.queued: deque[Event] = deque()
-        """Events that arrived between turns."""
+        self.queued: deque[Event] = deque(maxlen=QUEUE_BOUND)
+        """Events that arrived between turns (the newest :data:`QUEUE_BOUND` of them)."""
+        self._overflowed = False
         self.latched: Ending | None = None
         """An ending decided between turns, for the next turn."""
+        self.secrets: tuple[str, ...] = ()
+        """Values masked in what the agent sent before it is quoted back (malformed lines)."""
         self._sink: deque[Event] = self.queued
         self._activity = anyio.Event()
         self._gating = GatingNotice(tool_servers_delivered)
@@ -53,13 +60,23 @@ class Inbox:
         self.normalizer.flush(self.queued.append)
         self.turn = turn
         turn.sink.extend(opening)
+        if self._overflowed:
+            self._overflowed = False
+            message = f"more than {QUEUE_BOUND} events arrived between turns; the oldest were dropped"
+            self.log.warning(message)
+            turn.sink.append(self._event(Malformed, message=message))
         turn.sink.extend(self.queued)
         self.queued.clear()
         self._sink = turn.sink
 
-    def detach(self) -> None:
-        self.turn = None
+    def detach(self, *, give_back: bool = False) -> None:
+        """No turn is in flight any more. ``give_back``: the turn never reached the runtime, so
+        what it was handed (except its ``session_started``) waits for the next turn again."""
+        turn, self.turn = self.turn, None
         self._sink = self.queued
+        if give_back and turn is not None:
+            kept = [e for e in turn.take() if not isinstance(e, SessionStarted)]
+            self.queued.extendleft(reversed(kept))
 
     def next_activity(self) -> anyio.Event:
         """An event set when the agent next sends something."""
@@ -128,7 +145,7 @@ class Inbox:
             self._event(
                 Malformed,
                 message="received a line that could not be parsed as JSON-RPC",
-                detail=f"{malformed.reason}: {malformed.excerpt}",
+                detail=f"{malformed.reason}: {mask_secrets(malformed.excerpt, self.secrets)}",
             )
         )
 
@@ -149,6 +166,8 @@ class Inbox:
         self._activity.set()
         if self.turn is not None:
             self.turn.note_batch()
+        elif len(self.queued) == QUEUE_BOUND:
+            self._overflowed = True
 
     def on_lost(self) -> None:
         self.normalizer.flush(self._sink.append)

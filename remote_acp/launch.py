@@ -90,6 +90,8 @@ def command_argv(command: str | Sequence[str]) -> list[str]:
         argv = list(command)
     if not argv or not argv[0].strip():
         raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only")
+    if any("\0" in word for word in argv):
+        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command contains a NUL character")
     return argv
 
 

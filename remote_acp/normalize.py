@@ -32,6 +32,7 @@ ELLIPSIS: Final = "…"
 TOOL_KINDS: Final = frozenset(
     {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
 )
+_OPEN_TOOL_CALLS: Final = 1_000
 TERMINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 SILENT_UPDATES: Final = frozenset(
     {
@@ -194,6 +195,8 @@ class Normalizer:
             self._malformed(emit, "received a tool call without a tool call id")
             return
         title = update.get("title")
+        if len(self._tools) >= _OPEN_TOOL_CALLS and call_id not in self._tools:
+            del self._tools[next(iter(self._tools))]  # calls that never finish must not pile up
         self._tools[call_id] = _ToolCall(
             normalize_tool_kind(update.get("kind")), time.monotonic(), title if isinstance(title, str) else ""
         )

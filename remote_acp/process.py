@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -29,9 +30,11 @@ from .stderr_tail import StderrTail
 if TYPE_CHECKING:
     from .launch import LaunchSpec
 
-__all__ = ["AgentProcess", "ExitStatus", "PipeClosed"]
+__all__ = ["SESSION_MARK", "AgentProcess", "ExitStatus", "PipeClosed"]
 
 READ_SIZE = 256 * 1024
+SESSION_MARK = "REMOTE_ACP_SESSION"
+"""Set in the agent's environment to a random token, so every descendant can be found."""
 _POLL_INTERVAL = 0.02
 
 
@@ -47,6 +50,8 @@ class ExitStatus:
     signal: int | None = None
 
     def describe(self) -> str:
+        if self.code is None and self.signal is None:
+            return "an unknown exit status (the process was reaped elsewhere)"
         if self.signal is not None:
             try:
                 name = signal.Signals(self.signal).name
@@ -59,13 +64,29 @@ class ExitStatus:
 class AgentProcess:
     """One running agent process and the file descriptors connecting us to it."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int, tail: StderrTail):
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        tail: StderrTail,
+        *,
+        token: str = "",
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
+        self._token = token
         self._stdin: int | None = stdin
         self._stdout: int | None = stdout
         self._stderr: int | None = stderr
-        self._pipe_inodes = {os.fstat(fd).st_ino for fd in (stdin, stdout, stderr)}
+        # The ends the agent's side holds: whoever still has one of these open is the agent's.
+        self._child_ends = {
+            os.fstat(stdin).st_ino: os.O_RDONLY,
+            os.fstat(stdout).st_ino: os.O_WRONLY,
+            os.fstat(stderr).st_ino: os.O_WRONLY,
+        }
+        self._reaped_elsewhere = False
         self.stderr_tail = tail
         self.exit_status: ExitStatus | None = None
         self.exited = anyio.Event()
@@ -86,25 +107,26 @@ class AgentProcess:
             resolved, ``invalid_workspace_cwd`` when the directory did, ``port_exit`` for any
             other start failure.
         """
+        token = secrets.token_hex(8)
+        env = {**spec.env, SESSION_MARK: token}
         child_ends: list[int] = []
         ours: list[int] = []
         try:
-            in_r, in_w = os.pipe()
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
-            child_ends += [in_r, out_w, err_w]
-            ours += [in_w, out_r, err_r]
+            for child_reads in (True, False, False):  # stdin, stdout, stderr
+                read_end, write_end = os.pipe()
+                child_ends.append(read_end if child_reads else write_end)
+                ours.append(write_end if child_reads else read_end)
             popen = subprocess.Popen(
                 spec.argv,
-                stdin=in_r,
-                stdout=out_w,
-                stderr=err_w,
+                stdin=child_ends[0],
+                stdout=child_ends[1],
+                stderr=child_ends[2],
                 cwd=spec.cwd,
-                env=spec.env,
+                env=env,
                 start_new_session=True,
                 close_fds=True,
             )
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:
             for fd in ours:
                 os.close(fd)
             raise _start_error(exc, spec) from None
@@ -113,7 +135,8 @@ class AgentProcess:
                 os.close(fd)
         for fd in ours:
             os.set_blocking(fd, False)
-        return cls(popen, in_w, out_r, err_r, StderrTail(stderr_tail_bytes, spec.secrets))
+        stdin, stdout, stderr = ours
+        return cls(popen, stdin, stdout, stderr, StderrTail(stderr_tail_bytes, spec.secrets), token=token)
 
     # -- pipes --------------------------------------------------------------------------------
 
@@ -215,6 +238,11 @@ class AgentProcess:
         try:
             info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
+            # Someone else reaped it (an application ignoring SIGCHLD gets its children reaped
+            # by the kernel): it is gone, and its status with it.
+            self._reaped_elsewhere = True
+            self.exit_status = ExitStatus(None)
+            self._popen.returncode = -1  # nothing left to wait for (and no "still running" warning)
             return
         if info is None:
             return
@@ -225,7 +253,7 @@ class AgentProcess:
 
     def reap(self) -> ExitStatus | None:
         """Collect the zombie if the process has exited; safe to call more than once."""
-        if self._popen.returncode is None:
+        if self._popen.returncode is None and not self._reaped_elsewhere:
             self._popen.poll()
         if self._popen.returncode is not None and self.exit_status is None:
             self.exit_status = _from_returncode(self._popen.returncode)
@@ -244,13 +272,19 @@ class AgentProcess:
     # -- signals ------------------------------------------------------------------------------
 
     def remember_descendants(self) -> None:
-        """Note the agent's descendants now, while parent links still lead to them."""
+        """Note the agent's descendants now: those still linked to it by parent, and those
+        carrying this session's mark in their environment (found even after they left the
+        process group and lost their parent)."""
         known = set(self._escapees)
-        self._escapees += [ref for ref in process_tree.descendants(self.pid) if ref not in known]
+        found = process_tree.descendants(self.pid)
+        if self._token:
+            found += process_tree.marked(f"{SESSION_MARK}={self._token}")
+        self._escapees += [ref for ref in found if ref not in known and ref.pid != self.pid]
 
     def signal_group(self, sig: int) -> None:
         """Signal the process group and every remembered descendant that left it."""
-        if self._popen.returncode is None:  # a reaped leader no longer reserves the group id
+        # A reaped leader no longer reserves the group id, so the group is left alone then.
+        if self._popen.returncode is None and not self._reaped_elsewhere:
             try:
                 os.killpg(self.pid, sig)
             except OSError:
@@ -258,8 +292,12 @@ class AgentProcess:
         process_tree.signal_refs(self._escapees, sig)
 
     def kill_pipe_holders(self) -> None:
-        """SIGKILL any process, wherever it went, that still holds one of our pipes."""
-        holders = process_tree.pipe_holders(self._pipe_inodes)
+        """SIGKILL any process, wherever it went, that still holds the agent's end of our pipes.
+
+        Only the agent's ends count (its stdin for reading, its stdout and stderr for writing):
+        a process forked by the application embedding us inherits our ends, not theirs.
+        """
+        holders = process_tree.pipe_holders(self._child_ends)
         process_tree.signal_refs(holders, signal.SIGKILL)
 
 
@@ -267,7 +305,9 @@ def _from_returncode(code: int) -> ExitStatus:
     return ExitStatus(None, -code) if code < 0 else ExitStatus(code)
 
 
-def _start_error(exc: OSError, spec: LaunchSpec) -> RemoteAcpError:
+def _start_error(exc: OSError | ValueError | TypeError, spec: LaunchSpec) -> RemoteAcpError:
+    if not isinstance(exc, OSError):  # a NUL byte or a non-string in the argv or environment
+        return RemoteAcpError(ErrorKind.PORT_EXIT, f"failed to start the agent subprocess: {exc}")
     if spec.cwd is not None and exc.filename == spec.cwd:
         return RemoteAcpError(
             ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {spec.cwd!r} cannot be entered: {exc.strerror}"

@@ -2,8 +2,9 @@
 
 A process group covers the agent and the children that stay in it. Two kinds escape it: a
 child that called ``setsid`` (or ``setpgid``) and a descendant that keeps our stdout pipe open
-after the agent exited. The first is found by walking parent links while the agent still lives;
-the second by asking which processes hold our pipes. Each found process is remembered with its
+after the agent exited. They are found by walking parent links, by the session's mark in their
+environment (inherited by every descendant, even one whose parent is gone), and by asking
+which processes hold the agent's ends of our pipes. Each found process is remembered with its
 start time, so a recycled pid is never signalled.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["ProcessRef", "descendants", "pipe_holders", "signal_refs"]
+__all__ = ["ProcessRef", "descendants", "marked", "pipe_holders", "signal_refs"]
 
 _PROC = "/proc"
 
@@ -59,11 +60,12 @@ def descendants(root: int) -> list[ProcessRef]:
     return found
 
 
-def pipe_holders(inodes: set[int]) -> list[ProcessRef]:
-    """Live processes other than ours holding a pipe with one of ``inodes`` open."""
-    if not inodes:
+def pipe_holders(ends: dict[int, int]) -> list[ProcessRef]:
+    """Live processes other than ours holding one of the pipe ends: ``ends`` maps a pipe's inode
+    to the access mode (``os.O_RDONLY`` or ``os.O_WRONLY``) of the end we are looking for."""
+    if not ends:
         return []
-    wanted = {f"pipe:[{inode}]" for inode in inodes}
+    wanted = {f"pipe:[{inode}]": mode for inode, mode in ends.items()}
     me = os.getpid()
     found: list[ProcessRef] = []
     for pid in _pids():
@@ -79,11 +81,42 @@ def pipe_holders(inodes: set[int]) -> list[ProcessRef]:
                 target = os.readlink(f"{fd_dir}/{name}")
             except OSError:
                 continue
-            if target in wanted:
+            if target in wanted and _access_mode(pid, name) == wanted[target]:
                 stat = _stat(pid)
                 if stat is not None:
                     found.append(ProcessRef(pid, stat[1]))
                 break
+    return found
+
+
+def _access_mode(pid: int, fd: str) -> int | None:
+    try:
+        with open(f"{_PROC}/{pid}/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    return int(line.split()[1], 8) & os.O_ACCMODE
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def marked(entry: str) -> list[ProcessRef]:
+    """Live processes whose environment holds ``entry`` (``NAME=value``) exactly."""
+    needle = entry.encode()
+    me = os.getpid()
+    found: list[ProcessRef] = []
+    for pid in _pids():
+        if pid == me:
+            continue
+        try:
+            with open(f"{_PROC}/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if needle in environ and needle in environ.split(b"\0"):
+            stat = _stat(pid)
+            if stat is not None:
+                found.append(ProcessRef(pid, stat[1]))
     return found
 
 

@@ -12,6 +12,7 @@ session finished starting.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from .launch import LaunchTarget, LocalTarget
 from .logs import ContextLogger
 from .normalize import Normalizer
 from .process import AgentProcess
+from .stderr_tail import mask_secrets
 from .teardown import ProtocolClose, stop_agent
 from .turn import ActiveTurn, Ending, TurnResult, TurnStream
 from .wire import InitializeResult, prompt_params
@@ -163,7 +165,8 @@ class Session:
         )
         self._conn.start(tg)
 
-        hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms)
+        self._inbox.secrets = spec.secrets
+        hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms, secrets=spec.secrets)
         init = await hs.initialize(options.initialize_timeout_ms)
         agent = init.agent_info
         if agent is None:
@@ -230,6 +233,7 @@ class Session:
         if (gaps := self.capabilities.take_notice()) is not None:
             opening.append(Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=gaps))
         self._inbox.attach(turn, opening)
+        turn.started_at = turn.last_event_at = time.monotonic()
         try:
             if self._inbox.latched is not None:
                 # A request between turns already decided this turn: end it without a prompt.
@@ -245,10 +249,15 @@ class Session:
             if turn.prompt.ticket.failed:
                 raise RemoteAcpError(ErrorKind.PORT_EXIT, "failed to send the prompt to the agent")
         except BaseException:
-            # Never leave the session wedged "in flight" for a turn nobody waits for.
-            if turn.prompt is not None:
-                conn.abandon(turn.prompt)
-            self._inbox.detach()
+            # The caller stopped waiting. A prompt still queued is taken back: the turn never
+            # existed. One that (partly) reached the runtime is settled like a cancelled turn, so
+            # the session is neither wedged "in flight" nor handed this turn's late output.
+            if turn.prompt is None or conn.retract(turn.prompt.ticket):
+                if turn.prompt is not None:
+                    conn.abandon(turn.prompt)
+                self._inbox.detach(give_back=True)
+            else:
+                await self._abort(turn)
             raise
 
     async def _advance(self, turn: ActiveTurn) -> list[Event]:
@@ -267,9 +276,11 @@ class Session:
 
     def _next_deadline(self, turn: ActiveTurn) -> float:
         opts = self._options
-        deadlines = [turn.started_at + opts.turn_timeout_ms / 1000]
-        if turn.ending is None and opts.stall_timeout_ms > 0:
-            deadlines.append(turn.last_event_at + opts.stall_timeout_ms / 1000)
+        deadlines = [math.inf]
+        if turn.ending is None:  # once an ending is decided, only its own wait is left
+            deadlines.append(turn.started_at + opts.turn_timeout_ms / 1000)
+            if opts.stall_timeout_ms > 0:
+                deadlines.append(turn.last_event_at + opts.stall_timeout_ms / 1000)
         if turn.cancel_sent_at is not None:
             deadlines.append(turn.cancel_sent_at + self._read_s)
         if turn.write_failed_at is not None:
@@ -277,8 +288,8 @@ class Session:
         return min(deadlines)
 
     def _apply_bounds(self, turn: ActiveTurn) -> None:
-        if turn.ending is not None:
-            return
+        if turn.ending is not None or (turn.prompt is not None and turn.prompt.done.is_set()):
+            return  # already ending, or the runtime already answered: that answer decides
         opts, now = self._options, time.monotonic()
         if turn.caller_cancelled:
             self._inbox.end_turn_by(turn, Ending.cancelled())
@@ -296,17 +307,13 @@ class Session:
             assert turn.ending is not None
             self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
             return True
-        if turn.oversized:
-            # The over-long line came before anything read after it, and it may have been the
-            # answer itself: the outcome cannot be known.
-            self._inbox.end_turn_by(turn, Ending.cancelled())  # stop the runtime's side of the turn too
-            self._finish(
-                turn,
-                TurnFailed,
-                ErrorKind.TURN_OUTCOME_UNKNOWN,
-                "a line from the agent exceeded the connection's line bound",
+        if turn.oversized and turn.ending is None:
+            # The over-long line came before its answer and may have been the answer itself: the
+            # outcome cannot be known. The runtime's side is cancelled and settled like any
+            # induced ending, so nothing of this turn leaks into the next one.
+            self._inbox.end_turn_by(
+                turn, Ending.outcome_unknown("a line from the agent exceeded the connection's line bound")
             )
-            return True
         if prompt.done.is_set() and prompt.response is not None:
             response = prompt.response
             if turn.ending is not None:
@@ -320,7 +327,8 @@ class Session:
                     stop if isinstance(stop, str) else None,
                 )
             elif response.error is not None:
-                message = f"session/prompt error {response.error.code}: {response.error.message}"
+                text = mask_secrets(response.error.message, self._inbox.secrets)
+                message = f"session/prompt error {response.error.code}: {text}"
                 self._finish(turn, TurnFailed, ErrorKind.RESPONSE_ERROR, message)
             else:
                 result = response.result
@@ -466,17 +474,14 @@ async def open_session(
     session = Session(
         target or LocalTarget(), workspace, options, resume_id=resume, verification=_verification, ledger=ledger
     )
-    failure: RemoteAcpError | None = None
+    failure: BaseException | None = None
     body_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
         try:
             await session._start(tg)
-        except RemoteAcpError as exc:
+        except BaseException as exc:
+            # Raised below, outside the task group, so it is not wrapped in an exception group.
             failure = exc
-        except BaseException:
-            await session._teardown()
-            tg.cancel_scope.cancel()
-            raise
         if failure is not None:
             await session._teardown()
             tg.cancel_scope.cancel()
@@ -493,7 +498,7 @@ async def open_session(
     if body_error is not None:
         raise body_error
     if failure is not None:
-        if session._process is not None:
+        if session._process is not None and isinstance(failure, RemoteAcpError):
             for line in session._process.stderr_tail.lines():
-                session.log.warning("agent stderr", extra={"line": line})
+                session.log.warning("agent stderr: %s", line)
         raise failure

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .jsonrpc import METHOD_NOT_FOUND
+from .unattended import CANCELLED_OUTCOME
 
 if TYPE_CHECKING:
     from .connection import AgentConnection
     from .logs import ContextLogger
     from .process import AgentProcess
 
-__all__ = ["CANCELLED_OUTCOME", "ProtocolClose", "stop_agent"]
+__all__ = ["ProtocolClose", "stop_agent"]
 
-CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
 _EOF_GLANCE_S = 0.2  # how long a cooperative agent's pipes get to reach end of stream
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from .errors import ErrorKind, RemoteAcpError
-from .events import Event, TurnCancelled, TurnEnded, TurnInputRequired, TurnTimedOut
+from .events import Event, TurnCancelled, TurnEnded, TurnFailed, TurnInputRequired, TurnTimedOut
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -48,6 +48,10 @@ class Ending:
             ErrorKind.TURN_CANCELLED,
             f"the turn was cancelled after no event for stall_timeout_ms ({bound_ms} ms)",
         )
+
+    @classmethod
+    def outcome_unknown(cls, why: str) -> Ending:
+        return cls(TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, why)
 
     @classmethod
     def input_required(cls, what: str) -> Ending:

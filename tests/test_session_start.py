@@ -7,9 +7,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
-from remote_acp import ErrorKind, RemoteAcpError, open_session
+from remote_acp import ErrorKind, LocalTarget, RemoteAcpError, open_session
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:
@@ -130,9 +131,9 @@ async def test_crash_at_initialize_gives_early_exit_report_with_masked_stderr(
     assert "fatal: bad key ***" in err.detail
     assert "sk-very-secret-value" not in str(err)
     # a failed start logs the agent's stderr lines at warning, masked
-    lines = [r for r in caplog.records if r.getMessage() == "agent stderr"]
-    assert lines and all("sk-very-secret-value" not in str(r.__dict__) for r in caplog.records)
-    assert any("fatal: bad key ***" in r.__dict__["line"] for r in lines)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("agent stderr: ")]
+    assert "agent stderr: fatal: bad key ***" in lines
+    assert all("sk-very-secret-value" not in r.getMessage() + str(r.__dict__) for r in caplog.records)
 
 
 async def test_crash_at_session_new(workspace: str) -> None:
@@ -183,3 +184,44 @@ async def test_stderr_flood_does_not_block_start(workspace: str) -> None:
     async with open_session(workspace, fast_options(scripted("--stderr-flood", str(4 * 1024 * 1024)))) as s:
         result = await s.run_turn("hello")
     assert result.ok
+
+
+async def test_runtime_error_text_quoting_a_secret_is_masked(workspace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEMO_API_KEY", "sk-live-0123456789abcdef")
+    err = await start_error(workspace, "--init-error=-32000:Incorrect API key provided: sk-live-0123456789abcdef")
+    assert err.kind is ErrorKind.CREDENTIAL_UNVERIFIED
+    assert str(err) == "the agent runtime refused its credential: 'Incorrect API key provided: ***'"
+
+
+async def test_nul_bytes_are_refused_before_anything_starts(workspace: str) -> None:
+    with pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options([sys.executable, "-c", "pass\0"])):
+            pass
+    assert info.value.kind is ErrorKind.AGENT_NOT_FOUND
+    assert str(info.value) == "the agent command contains a NUL character"
+    target = LocalTarget(extra_env={"BROKEN": "a\0b"})
+    with pytest.raises(RemoteAcpError) as env_info:
+        async with open_session(workspace, fast_options(scripted()), target):
+            pass
+    assert env_info.value.kind is ErrorKind.PORT_EXIT
+    assert str(env_info.value).startswith("failed to start the agent subprocess:")
+
+
+STOPS_READING_AFTER_INITIALIZE = (
+    "import json, os, sys, time\n"
+    "msg = json.loads(sys.stdin.readline())\n"
+    "os.close(0)\n"  # no reader is left for the pipe
+    "print(json.dumps({'jsonrpc': '2.0', 'id': msg['id'], 'result': {'protocolVersion': 1}}), flush=True)\n"
+    "time.sleep(30)\n"
+)
+
+
+async def test_agent_that_stops_reading_during_the_handshake_fails_fast(workspace: str) -> None:
+    # session/new cannot be written: that is a lost connection, reported within the drain
+    # bound, not a wait for an answer that cannot come.
+    agent = [sys.executable, "-c", STOPS_READING_AFTER_INITIALIZE]
+    with anyio.fail_after(10), pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options(agent, output_drain_ms=500, read_timeout_ms=20_000)):
+            pass
+    assert info.value.kind is ErrorKind.PORT_EXIT
+    assert str(info.value) == "agent connection ended before responding"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -205,3 +206,76 @@ async def test_agent_dying_on_session_close_does_not_stop_teardown(workspace: st
         assert pid is not None
     assert not alive(pid)
     assert methods(record)[-1] == "session/close"
+
+
+DAEMONIZING_AGENT = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, time
+    PID_FILE = sys.argv[1]
+    DAEMON = (
+        "import os, sys, time\\n"
+        "if os.fork(): os._exit(0)\\n"  # the intermediate exits: the daemon loses its parent
+        "os.setsid()\\n"
+        "open(sys.argv[1], 'w').write(str(os.getpid()))\\n"
+        "time.sleep(600)\\n"
+    )
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n"); sys.stdout.flush()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["method"] == "initialize":
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1}})
+        elif msg["method"] == "session/new":
+            subprocess.run([sys.executable, "-c", DAEMON, PID_FILE], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "s"}})
+    """
+)
+
+
+async def test_a_daemonized_descendant_without_our_pipes_dies_with_the_session(workspace: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    async with open_session(workspace, fast_options([sys.executable, "-c", DAEMONIZING_AGENT, str(pid_file)])):
+        deadline = time.monotonic() + 5
+        while not pid_file.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process's file
+            await anyio.sleep(0.02)
+        daemon = int(pid_file.read_text())
+        assert alive(daemon) and os.getsid(daemon) == daemon  # its own session, parent gone
+    deadline = time.monotonic() + 2
+    while alive(daemon) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
+        await anyio.sleep(0.02)
+    assert not alive(daemon)
+
+
+async def test_a_process_the_application_forked_is_not_taken_for_the_agents(workspace: str, tmp_path: Path) -> None:
+    import multiprocessing
+
+    pid_file = tmp_path / "child.pid"
+    async with open_session(
+        workspace, fast_options(scripted("--child-pid-file", str(pid_file)), output_drain_ms=300)
+    ) as s:
+        # A worker forked now inherits our ends of the agent's pipes.
+        worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+        worker.start()
+        result = await s.run_turn("@exit-holding-stdout")  # a holder of the agent's end appears
+        assert result.error is not None and result.error.kind is ErrorKind.PORT_EXIT
+    try:
+        assert worker.is_alive()  # teardown killed the agent's holder, not the application's worker
+        assert not alive(int(pid_file.read_text()))
+    finally:
+        worker.kill()
+        worker.join()
+
+
+async def test_an_application_ignoring_sigchld_does_not_stall_teardown(
+    workspace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    try:
+        async with open_session(workspace, fast_options(scripted(), stop_grace_ms=3000)) as s:
+            result = await s.run_turn("@crash=7")
+        assert result.error is not None and result.error.kind is ErrorKind.PORT_EXIT
+        assert "an unknown exit status (the process was reaped elsewhere)" in result.error.detail
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert "agent did not exit inside the graceful period and was force-terminated" not in caplog.messages

@@ -289,3 +289,74 @@ async def test_other_message_and_tool_failure(workspace: str) -> None:
     tool = [e for e in events if isinstance(e, ToolResult)]
     assert len(tool) == 1 and tool[0].error and tool[0].message == "Read failed"
     assert not [e for e in events if isinstance(e, OtherMessage)]
+
+
+async def test_a_turn_the_caller_abandoned_is_taken_back_or_settled(workspace: str, tmp_path: Path) -> None:
+    # The caller gives up at once. Either the prompt was still queued and is taken back, or it
+    # already reached the runtime and is cancelled and settled: never does its output reach the
+    # next turn, and the session is never left "in flight".
+    record = tmp_path / "rec.jsonl"
+    async with open_session(workspace, fast_options(scripted("--record", str(record)))) as s:
+        with anyio.move_on_after(0):
+            await s.run_turn("@chunks=3 abandoned words")
+        events: list[Event] = []
+        assert (await s.run_turn("second", events.append)).ok
+    assert [e.delta for e in events if isinstance(e, Notification) and e.delta] == ["second"]
+    sent = [m for m in map(json.loads, record.read_text().splitlines()) if m.get("method")]
+    prompts = [m["params"]["prompt"][0]["text"] for m in sent if m["method"] == "session/prompt"]
+    if prompts[0] != "second":
+        assert [m["method"] for m in sent][-3:] == ["session/prompt", "session/cancel", "session/prompt"]
+
+
+async def test_a_prompt_still_queued_when_the_caller_gives_up_is_taken_back(workspace: str, tmp_path: Path) -> None:
+    # The agent stops reading, so the first prompt's answer cannot be written: the next prompt
+    # stays queued behind it, the caller times out, and that prompt is taken back.
+    record = tmp_path / "rec.jsonl"
+    options = fast_options(scripted("--record", str(record)), turn_timeout_ms=300, read_timeout_ms=300)
+    async with open_session(workspace, options) as s:
+        await s.run_turn("@stop-reading")
+        with pytest.raises(RemoteAcpError) as info:
+            await s.run_turn("never written")
+        assert info.value.kind is ErrorKind.RESPONSE_TIMEOUT
+        with pytest.raises(RemoteAcpError) as again:
+            await s.run_turn("nor this")
+        assert again.value.kind is ErrorKind.RESPONSE_TIMEOUT  # not "a turn is already in flight"
+        # White-box: only the refusal the agent never read is still queued; no prompt is.
+        queued = b"".join(ticket.data for ticket in s._conn._queue)  # type: ignore[union-attr]
+        assert b"session/prompt" not in queued
+
+
+async def test_an_answered_turn_is_not_timed_out_by_a_slow_consumer(workspace: str) -> None:
+    async with open_session(workspace, fast_options(scripted(), turn_timeout_ms=300, stall_timeout_ms=300)) as s:
+        async with s.turn("quick") as turn:
+            async for _ in turn:
+                await anyio.sleep(0.5)  # the caller is slower than both bounds
+        assert turn.result is not None and turn.result.ok, turn.result
+        s.cancel()  # a cancel after the answer changes nothing either
+        assert (await s.run_turn("next")).ok
+
+
+async def test_output_after_an_over_long_line_stays_in_its_own_turn(workspace: str) -> None:
+    async with open_session(workspace, fast_options(scripted(), max_line_bytes=64 * 1024)) as s:
+        first = await s.run_turn("@long-line=300000 @chunks=3 trailing words of the first turn")
+        assert first.error is not None and first.error.kind is ErrorKind.TURN_OUTCOME_UNKNOWN
+        assert first.stop_reason in ("end_turn", "cancelled")  # the runtime's own answer settled it
+        events: list[Event] = []
+        assert (await s.run_turn("fresh", events.append)).ok
+    assert [e.delta for e in events if isinstance(e, Notification) and e.delta] == ["fresh"]
+
+
+async def test_events_between_turns_are_bounded(workspace: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with open_session(workspace, fast_options(scripted(), read_timeout_ms=200)) as s:
+        # The agent keeps streaming 12,000 chunks after the turn was settled without it.
+        async with s.turn("@sleep=0.3 @ignore-cancel @bulk=12000") as turn:
+            turn.cancel()
+            async for _ in turn:
+                pass
+        await anyio.sleep(1.5)
+        events: list[Event] = []
+        await s.run_turn("fresh", events.append)
+    dropped = [e for e in events if isinstance(e, Malformed)]
+    assert [e.message for e in dropped] == ["more than 10000 events arrived between turns; the oldest were dropped"]
+    late = [e for e in events if isinstance(e, Notification) and e.delta == "x"]
+    assert len(late) <= 10_000
