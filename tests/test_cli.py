@@ -186,3 +186,424 @@ def test_resume_last_without_a_saved_session_is_a_usage_error(workspace: str) ->
     done = cli("run", "--agent", AGENT, "--workspace", workspace, "--resume", "last", "hi")
     assert done.returncode == 2
     assert "no saved session" in done.stderr
+
+
+# --------------------------------------------------------------------------- robustness
+
+SURROGATE_AGENT = f"{sys.executable} {Path(__file__).resolve().parent / 'agents' / 'surrogate_agent.py'}"
+STATE_ENV = "REMOTE_ACP_STATE_DIR"
+
+# Answers initialize and session/new, then never reads its stdin again (its pipe shrunk to one
+# page), so a prompt larger than that can never be written: the turn cannot start.
+DEAF_AGENT = """
+import contextlib, fcntl, json, sys, time
+with contextlib.suppress(OSError):
+    fcntl.fcntl(0, fcntl.F_SETPIPE_SZ, 4096)
+for line in sys.stdin:
+    msg = json.loads(line)
+    result = {"initialize": {"protocolVersion": 1, "agentCapabilities": {}}, "session/new": {"sessionId": "deaf-1"}}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result[msg["method"]]}) + "\\n")
+    sys.stdout.flush()
+    if msg["method"] == "session/new":
+        time.sleep(60)
+"""
+
+# Closes its stdin before it answers session/new and stays alive: writing the prompt fails.
+CLOSED_STDIN_AGENT = """
+import json, os, sys, time
+for line in sys.stdin:
+    msg = json.loads(line)
+    result = {"initialize": {"protocolVersion": 1, "agentCapabilities": {}}, "session/new": {"sessionId": "shut-1"}}
+    if msg["method"] == "session/new":
+        os.close(0)
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result[msg["method"]]}) + "\\n")
+    sys.stdout.flush()
+    if msg["method"] == "session/new":
+        time.sleep(60)
+"""
+
+
+def agent_file(tmp_path: Path, name: str, code: str) -> str:
+    path = tmp_path / name
+    path.write_text(code)
+    return f"{sys.executable} {path}"
+
+
+def state_dir() -> Path:
+    return Path(os.environ[STATE_ENV])
+
+
+def test_agent_text_that_cannot_be_encoded_never_breaks_the_output(workspace: str) -> None:
+    # Human output replaces what stdout cannot carry; the run completes and is recorded.
+    human = cli("--log-level", "info", "run", "--agent", SURROGATE_AGENT, "--workspace", workspace, "hi")
+    assert human.returncode == 0, human.stderr
+    assert human.stdout == "half an emoji: ?\n"
+    assert "Traceback" not in human.stderr
+    assert human.stderr.rstrip().endswith("session sess-\\ud83d: turn_completed")
+
+    # --json stays one ASCII object per line, the lone surrogate escaped; JSON logs too.
+    done = cli("--log-level", "info", "--log-format", "json", "run", "--json", "--agent", SURROGATE_AGENT,
+               "--workspace", workspace, "hi")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.isascii()
+    lines = json_lines(done.stdout)
+    assert [line["delta"] for line in lines if line.get("delta")] == ["half an emoji: \ud83d"]
+    assert lines[-2]["type"] == "turn_result" and lines[-2]["last_message"] == "half an emoji: \ud83d"
+    assert lines[-1]["type"] == "run_result" and lines[-1]["session_id"] == "sess-\ud83d"
+    assert lines[-1]["outcome"] == "turn_completed"
+    logs = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert [r["agent_name"] for r in logs if r["message"] == "agent implementation"] == ["half \ud83d"]
+
+    # The session history stores the agent's id escaped, and lists it again.
+    assert (state_dir() / "sessions.jsonl").read_bytes().isascii()
+    listed = cli("sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["session_id"] for r in json_lines(listed.stdout)] == ["sess-\ud83d"]
+    table = cli("sessions")
+    assert table.returncode == 0, table.stderr
+    assert "sess-?" in table.stdout
+
+
+def test_sessions_table_prints_ids_and_paths_as_text_not_markup(workspace: str) -> None:
+    done = cli("run", "--agent", f"{SURROGATE_AGENT} --session-id [/oops]", "--workspace", workspace, "hi")
+    assert done.returncode == 0, done.stderr
+    table = cli("sessions")
+    assert table.returncode == 0, table.stderr
+    assert "[/oops]" in table.stdout
+
+
+def test_turn_that_cannot_start_gets_a_turn_result_response_timeout(workspace: str, tmp_path: Path) -> None:
+    agent = agent_file(tmp_path, "deaf_agent.py", DEAF_AGENT)
+    started = time.monotonic()
+    done = cli("run", "--json", "--agent", agent, "--workspace", workspace, "--read-timeout-ms", "500",
+               "--stop-grace-ms", "1000", "x" * 100_000, "never sent")  # fmt: skip
+    assert time.monotonic() - started < 15
+    assert done.returncode == 5, done.stderr
+    lines = json_lines(done.stdout)
+    assert [line["type"] for line in lines] == ["turn_result", "run_result"]
+    assert lines[0] == {
+        "type": "turn_result",
+        "session_id": "deaf-1",
+        "outcome": "turn_not_started",
+        "error_kind": "response_timeout",
+        "retryable": True,
+        "message": "timed out waiting for the agent connection to start the turn",
+        "stop_reason": None,
+        "last_message": "",
+    }
+    assert lines[1] == {
+        "type": "run_result",
+        "session_id": "deaf-1",
+        "outcome": "turn_not_started",
+        "error_kind": "response_timeout",
+        "message": "timed out waiting for the agent connection to start the turn",
+        "obtained": "new",
+    }
+    recorded = json_lines((state_dir() / "sessions.jsonl").read_text())
+    assert [(r["session_id"], r["outcome"], r["error_kind"]) for r in recorded] == [
+        ("deaf-1", "turn_not_started", "response_timeout")
+    ]
+
+
+def test_turn_that_cannot_start_gets_a_turn_result_port_exit(workspace: str, tmp_path: Path) -> None:
+    agent = agent_file(tmp_path, "closed_stdin_agent.py", CLOSED_STDIN_AGENT)
+    done = cli("run", "--json", "--agent", agent, "--workspace", workspace, "--stop-grace-ms", "1000",
+               "first", "never sent")  # fmt: skip
+    assert done.returncode == 5, done.stderr
+    lines = json_lines(done.stdout)
+    assert [line["type"] for line in lines] == ["turn_result", "run_result"]
+    assert lines[0]["outcome"] == "turn_not_started" and lines[0]["error_kind"] == "port_exit"
+    assert lines[1]["outcome"] == "turn_not_started" and lines[1]["error_kind"] == "port_exit"
+    assert lines[1]["session_id"] == "shut-1" and lines[1]["message"] == lines[0]["message"]
+    assert "prompt" in str(lines[0]["message"]) or "could not start" in str(lines[0]["message"])
+
+    human = cli("run", "--agent", agent, "--workspace", workspace, "--stop-grace-ms", "1000", "first")
+    assert human.returncode == 5
+    assert "session shut-1: turn_not_started [port_exit]" in human.stderr.splitlines()[-1]
+
+
+def test_session_history_with_undecodable_and_foreign_lines(workspace: str) -> None:
+    state_dir().mkdir(parents=True)
+    good = {
+        "session_id": "old-1",
+        "agent": "a",
+        "target": "local",
+        "workspace": workspace,
+        "when": "2020-01-01T00:00:00Z",
+        "outcome": "turn_completed",
+        "error_kind": None,
+        "obtained": "new",
+    }
+    (state_dir() / "sessions.jsonl").write_bytes(
+        b"garbage \xff\xfe\n"
+        + json.dumps(good).encode()
+        + b"\n"
+        + b'{"session_id": 5, "agent": "a"}\n["not", "a", "record"]\n'
+        + b"[" * 100_000
+        + b"\n"
+        + json.dumps({**good, "session_id": "caf\xe9"}, ensure_ascii=False).encode("latin-1")
+        + b"\n"
+    )
+    listed = cli("sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["session_id"] for r in json_lines(listed.stdout)] == ["caf\ufffd", "old-1"]
+    table = cli("sessions")
+    assert table.returncode == 0 and "old-1" in table.stdout
+
+    done = cli("run", "--agent", AGENT, "--workspace", workspace, "--resume", "last", "go on")
+    assert done.returncode == 0, done.stderr
+    assert "could not record" not in done.stderr
+    listed = cli("sessions", "--json")
+    assert json_lines(listed.stdout)[0]["session_id"] == "sess-1"
+
+
+def test_unusable_history_is_a_clear_error_and_never_fails_a_run(workspace: str) -> None:
+    (state_dir() / "sessions.jsonl").mkdir(parents=True)  # a directory where the file should be
+    listed = cli("sessions")
+    assert listed.returncode == 10
+    assert "cannot read the session history" in listed.stderr and "Is a directory" in listed.stderr
+    assert "Traceback" not in listed.stderr
+
+    done = cli("run", "--json", "--agent", AGENT, "--workspace", workspace, "hi")
+    assert done.returncode == 0, done.stderr
+    assert json_lines(done.stdout)[-1]["outcome"] == "turn_completed"
+    assert "warning: could not record the session" in done.stderr and "Traceback" not in done.stderr
+
+    resumed = cli("run", "--agent", AGENT, "--workspace", workspace, "--resume", "last", "hi")
+    assert resumed.returncode == 10
+    assert "cannot read the session history" in resumed.stderr and "Traceback" not in resumed.stderr
+
+
+def _without_dac_override() -> list[str]:
+    """A command prefix under which file permissions bind (root bypasses them otherwise)."""
+    if os.geteuid() != 0:
+        return []
+    drop = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
+    try:
+        probe = subprocess.run([*drop, "true"], capture_output=True, check=False, timeout=10)
+    except OSError:
+        pytest.skip("running as root without setpriv: permissions cannot be made to bind")
+    if probe.returncode != 0:
+        pytest.skip(f"cannot drop CAP_DAC_OVERRIDE here: {probe.stderr!r}")
+    return drop
+
+
+def test_history_permission_denied(workspace: str) -> None:
+    prefix = _without_dac_override()
+    state = state_dir()
+    state.mkdir(parents=True)
+    (state / "sessions.jsonl").write_text("")
+    state.chmod(0)
+    try:
+        listed = subprocess.run([*prefix, *CLI, "sessions"], capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run([*prefix, *CLI, "run", "--agent", AGENT, "--workspace", workspace, "hi"],
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    finally:
+        state.chmod(0o700)
+    assert listed.returncode == 10, listed.stderr
+    assert "cannot read the session history" in listed.stderr and "Permission denied" in listed.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hi\n"
+    assert "could not record the session" in done.stderr and "Permission denied" in done.stderr
+
+
+COMPACTING_WRITER = """
+import sys
+from pathlib import Path
+from remote_acp.cli.history import SessionHistory, SessionRecord
+history = SessionHistory(Path(sys.argv[1]), keep=int(sys.argv[2]))
+writer = sys.argv[3]
+for i in range(int(sys.argv[4])):
+    history.add(SessionRecord(session_id=f"{writer}-{i}", agent="a", target="local", workspace="/w", when="t",
+                              outcome="turn_completed"))
+"""
+
+
+def test_compaction_loses_no_line_appended_by_a_concurrent_run(tmp_path: Path) -> None:
+    writers, each, keep = 8, 60, 10
+    state = tmp_path / "history"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", COMPACTING_WRITER, str(state), str(keep), str(w), str(each)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for w in range(writers)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * writers, errors
+    # Appends and compactions are serialized, so the line count is that of a sequential history:
+    # every compaction happens at 2 * keep lines and leaves keep.
+    total = writers * each
+    expected = total if total < 2 * keep else keep + (total - 2 * keep) % keep
+    ids = [str(r["session_id"]) for r in json_lines((state / "sessions.jsonl").read_text())]
+    assert len(ids) == expected
+    for w in range(writers):  # what survives of each writer is its latest records, none skipped
+        mine = [int(i.split("-")[1]) for i in ids if i.startswith(f"{w}-")]
+        assert mine == list(range(each - len(mine), each))
+    assert (state / "sessions.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_history_lock_wait_is_bounded(tmp_path: Path) -> None:
+    import fcntl
+
+    from remote_acp.cli.history import HistoryError, SessionHistory, SessionRecord
+
+    history = SessionHistory(tmp_path, lock_wait_s=0.2)
+    record = SessionRecord("s", "a", "local", "/w", "t", "turn_completed")
+    with open(history.lock_path, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        started = time.monotonic()
+        with pytest.raises(HistoryError, match="held the lock"):
+            history.add(record)
+        assert time.monotonic() - started < 2
+    history.add(record)
+    assert history.records() == [record]
+
+
+def test_output_that_cannot_be_written_is_a_clear_error(workspace: str) -> None:
+    for args in (["run", "--agent", AGENT, "--workspace", workspace, "hi"],
+                 ["run", "--json", "--agent", AGENT, "--workspace", workspace, "hi"],
+                 ["sessions"], ["sessions", "--json"]):  # fmt: skip
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [*CLI, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=30, check=False
+            )
+        assert done.returncode == 10, (args, done.stderr)
+        assert "cannot write the output" in done.stderr and "No space left on device" in done.stderr
+        assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_notices_that_cannot_be_written_do_not_fail_the_run(workspace: str) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*CLI, "run", "--agent", AGENT, "--workspace", workspace, "hi"],
+                              stdout=subprocess.PIPE, stderr=full, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0
+    assert done.stdout == "hi\n"
+
+
+def test_reader_going_away_ends_the_run_quietly(workspace: str) -> None:
+    proc = subprocess.Popen(
+        [*CLI, "run", "--json", "--agent", AGENT, "--workspace", workspace, "@bulk=200000", "second"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert json.loads(proc.stdout.readline())["type"] == "session_started"
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert proc.returncode == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_nul_byte_in_a_path_or_command_is_a_usage_error() -> None:
+    # argv cannot carry a NUL byte, so this reaches the command only in-process.
+    from click.testing import CliRunner
+
+    from remote_acp.cli.main import cli as command
+
+    runner = CliRunner()
+    for args in (["run", "--agent", AGENT, "--workspace", "/tmp/a\x00b", "hi"],
+                 ["run", "--agent", AGENT + "\x00", "hi"],
+                 ["run", "--agent", AGENT, "--host", "h\x00", "--workspace", "/tmp", "hi"],
+                 ["sessions", "--workspace", "/tmp/\x00"]):  # fmt: skip
+        result = runner.invoke(command, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "must not contain a NUL byte" in result.output
+
+
+def test_deleted_current_directory_is_a_usage_error(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "$@"'
+    for args in (["run", "--agent", AGENT, "hi"], ["run", "--agent", AGENT, "--workspace", "rel", "hi"],
+                 ["sessions", "--workspace", "rel"]):  # fmt: skip
+        done = subprocess.run(["sh", "-c", script, "sh", *CLI, *args], capture_output=True, text=True, timeout=30,
+                              check=False)  # fmt: skip
+        assert done.returncode == 2, (args, done.stderr)
+        assert "the current directory is unusable" in done.stderr and "Traceback" not in done.stderr
+        gone.mkdir()
+
+
+def test_option_values_are_case_insensitive_and_ranges_checked(workspace: str) -> None:
+    done = cli("--log-level", "INFO", "--log-format", "JSON", "run", "--agent", AGENT, "--workspace", workspace, "hi")
+    assert done.returncode == 0, done.stderr
+    assert any(json.loads(line)["level"] == "info" for line in done.stderr.splitlines() if line.startswith("{"))
+    bad = cli("--log-level", "loud", "sessions")
+    assert bad.returncode == 2 and "Invalid value for '--log-level'" in bad.stderr
+    for limit in ("0", "-1"):
+        listed = cli("sessions", "--limit", limit)
+        assert listed.returncode == 2 and "--limit" in listed.stderr
+
+
+def test_empty_workspace_is_refused_not_replaced_by_the_current_directory() -> None:
+    done = cli("run", "--agent", AGENT, "--workspace", "", "hi")
+    assert done.returncode == 3
+    assert "invalid_workspace_cwd" in done.stderr
+
+
+FOREIGN_FAILURE = """
+import sys
+import anyio
+from remote_acp.cli.run import RunRequest, run_prompts
+from remote_acp.options import SessionOptions
+
+class BrokenTarget:
+    label = "local"
+    remote = False
+
+    async def prepare(self, command, workspace):
+        raise RuntimeError("boom")
+
+    def exit_error(self, status, *, agent_wrote, stderr):
+        return None
+
+request = RunRequest(options=SessionOptions(command="x"), workspace=sys.argv[1], prompts=["hi"],
+                     as_json=sys.argv[2] == "json", target=BrokenTarget())
+sys.exit(anyio.run(run_prompts, request))
+"""
+
+
+def test_a_foreign_exception_from_the_library_is_one_line_not_a_traceback(workspace: str) -> None:
+    done = subprocess.run([sys.executable, "-c", FOREIGN_FAILURE, workspace, "json"], capture_output=True, text=True,
+                          timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 1
+    final = json_lines(done.stdout)[-1]
+    assert final["outcome"] == "internal_error" and final["error_kind"] is None
+    assert "RuntimeError: boom" in str(final["message"])
+    assert "internal error: RuntimeError: boom" in done.stderr and "Traceback" not in done.stderr
+    human = subprocess.run([sys.executable, "-c", FOREIGN_FAILURE, workspace, "text"], capture_output=True, text=True,
+                           timeout=30, check=False)  # fmt: skip
+    assert human.returncode == 1
+    assert human.stderr.strip() == "remote-acp: session -: internal_error (internal error: RuntimeError: boom)"
+
+
+def test_text_logs_show_extra_fields() -> None:
+    import logging
+
+    from remote_acp.cli.logging_setup import TextFormatter
+
+    record = logging.LogRecord("remote_acp.session", logging.WARNING, __file__, 1, "agent stderr", None, None)
+    record.line = "boom"
+    record.pid = 42
+    assert TextFormatter().format(record) == "warning: agent stderr (line=boom pid=42)"
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        failed = logging.LogRecord("remote_acp.cli", logging.DEBUG, __file__, 1, "internal error", None, sys.exc_info())
+    text = TextFormatter().format(failed)
+    assert text.startswith("debug: internal error\nTraceback") and text.endswith("RuntimeError: boom")
+
+
+def test_failed_start_logs_the_agent_stderr_lines(workspace: str) -> None:
+    done = cli("run", "--agent", f"{AGENT} --crash-at initialize --stderr fatal-oops", "--workspace", workspace, "hi")
+    assert done.returncode == 5
+    logged = [line for line in done.stderr.splitlines() if line.startswith("warning: agent stderr")]
+    assert logged and all("fatal-oops" in line for line in logged[-1:])

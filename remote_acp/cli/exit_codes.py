@@ -1,13 +1,30 @@
-"""Exit statuses of ``remote-acp``, one per class of failure (documented in the README)."""
+"""Exit statuses of ``remote-acp``, one per class of failure (documented in the README).
+
+Besides the error classes of the library's kinds: 1 an unexpected internal error (a bug: the
+message names it, ``--log-level debug`` logs the traceback), 2 a usage error, 10 the command's
+own local I/O failed (its output could not be written, or the saved session history could not be
+read), 130 interrupted, 141 whoever read the output went away (a closed pipe, as ``| head``).
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_BY_KIND", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "exit_code_for"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_BY_KIND",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_LOCAL_IO",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "exit_code_for",
+]
 
 EXIT_OK: Final = 0
+EXIT_INTERNAL: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_LOCAL_IO: Final = 10
 EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
 
@@ -37,4 +54,4 @@ EXIT_BY_KIND: Final[dict[str, int]] = {
 
 
 def exit_code_for(kind: str | None) -> int:
-    return EXIT_OK if kind is None else EXIT_BY_KIND.get(kind, 1)
+    return EXIT_OK if kind is None else EXIT_BY_KIND.get(kind, EXIT_INTERNAL)

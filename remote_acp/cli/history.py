@@ -1,22 +1,39 @@
 """Recent sessions of the CLI, so a later run can continue one (``run --resume``).
 
 One JSON object per line in ``sessions.jsonl`` under the platformdirs user state directory
-(``REMOTE_ACP_STATE_DIR`` overrides it). Lines are appended whole in one write, so concurrent
-runs do not interleave; the file is compacted when it grows past a bound.
+(``REMOTE_ACP_STATE_DIR`` overrides it). Lines are ASCII (every other character is escaped, a
+lone surrogate from an agent's session id included), and each is appended whole in one write.
+Appending and compaction (rewriting the file with its latest records once it grows past a bound)
+both hold an exclusive ``flock`` on ``sessions.lock`` beside it, so concurrent runs neither
+interleave nor lose a line a compaction would otherwise overwrite; waiting for that lock is
+bounded. Readers take no lock: a compaction replaces the file atomically, and a line that cannot
+be decoded or parsed (a torn or foreign line) is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["SessionRecord", "SessionHistory", "default_state_dir"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["HistoryError", "SessionHistory", "SessionRecord", "default_state_dir"]
 
 _KEEP: Final = 500
-_COMPACT_AT: Final = 2 * _KEEP
+"""Records a compaction keeps; it runs once the file holds twice as many."""
+_LOCK_WAIT_S: Final = 5.0
+_LOCK_POLL_S: Final = 0.02
+
+
+class HistoryError(Exception):
+    """The session history could not be read or written (the message names the file and why)."""
 
 
 def default_state_dir() -> Path:
@@ -43,34 +60,81 @@ class SessionRecord:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, obj: object) -> SessionRecord | None:
+        """The record ``obj`` describes, or ``None`` when it is not one (wrong shape or types)."""
+        if not isinstance(obj, dict):
+            return None
+        names = {f.name for f in fields(cls)}
+        if not names >= obj.keys():
+            return None
+        optional = {"error_kind"}
+        for name, value in obj.items():
+            if not (isinstance(value, str) or (value is None and name in optional)):
+                return None
+        try:
+            return cls(**obj)
+        except TypeError:  # a required field is missing
+            return None
+
+
+def _parse(line: str) -> SessionRecord | None:
+    try:
+        return SessionRecord.from_json(json.loads(line))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _encode(record: SessionRecord) -> bytes:
+    return (json.dumps(record.to_json(), ensure_ascii=True) + "\n").encode("ascii")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
 
 class SessionHistory:
-    def __init__(self, directory: Path | None = None) -> None:
-        self.path = (directory or default_state_dir()) / "sessions.jsonl"
+    def __init__(self, directory: Path | None = None, *, keep: int = _KEEP, lock_wait_s: float = _LOCK_WAIT_S) -> None:
+        directory = directory or default_state_dir()
+        self.path = directory / "sessions.jsonl"
+        self.lock_path = directory / "sessions.lock"
+        self.keep = keep
+        self.lock_wait_s = lock_wait_s
 
     def add(self, record: SessionRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = (json.dumps(record.to_json(), ensure_ascii=False) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        """Append ``record`` (and compact the file when it has grown past its bound).
+
+        :raises HistoryError: the state directory or the file cannot be written, or another run
+            held the lock for longer than the bound.
+        """
+        line = _encode(record)
         try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-        self._compact()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._locked():
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    _write_all(fd, line)
+                finally:
+                    os.close(fd)
+                self._compact()
+        except OSError as exc:
+            raise HistoryError(f"cannot record the session in {self.path}: {exc}") from None
 
     def records(self) -> list[SessionRecord]:
-        """Every readable record, oldest first (unreadable lines are skipped)."""
+        """Every readable record, oldest first (lines that are not records are skipped).
+
+        :raises HistoryError: the file exists but cannot be read.
+        """
         try:
-            text = self.path.read_text()
-        except OSError:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
             return []
-        out = []
-        for line in text.splitlines():
-            try:
-                out.append(SessionRecord(**json.loads(line)))
-            except (ValueError, TypeError):
-                continue
-        return out
+        except OSError as exc:
+            raise HistoryError(f"cannot read the session history {self.path}: {exc.strerror or exc}") from None
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        return [record for line in lines if (record := _parse(line)) is not None]
 
     def recent(
         self, *, workspace: str | None = None, target: str | None = None, limit: int = 20
@@ -84,12 +148,38 @@ class SessionHistory:
                 continue
             latest.pop(record.session_id, None)
             latest[record.session_id] = record
-        return list(reversed(latest.values()))[:limit]
+        return list(reversed(latest.values()))[: max(limit, 0)]
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the history's exclusive lock, waiting at most ``lock_wait_s`` for it."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + self.lock_wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise HistoryError(
+                            f"another run held the lock {self.lock_path} for more than {self.lock_wait_s:g} s"
+                        ) from None
+                    time.sleep(_LOCK_POLL_S)
+            yield  # closing the descriptor releases the lock
+        finally:
+            os.close(fd)
 
     def _compact(self) -> None:
+        """Keep the latest ``keep`` records; call with the lock held, so no append is lost."""
         records = self.records()
-        if len(records) < _COMPACT_AT:
+        if len(records) < 2 * self.keep:
             return
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records[-_KEEP:]))
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, b"".join(_encode(r) for r in records[-self.keep :]))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, self.path)

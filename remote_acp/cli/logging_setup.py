@@ -29,14 +29,18 @@ class JsonFormatter(logging.Formatter):
         out.update(_extras(record))
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
+        # ASCII: a lone surrogate in an agent's text must not break the log line (or the run).
+        return json.dumps(out, default=str, ensure_ascii=True)
 
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
         line = f"{record.levelname.lower()}: {record.getMessage()}"
-        return f"{line} ({fields})" if fields else line
+        line = f"{line} ({fields})" if fields else line
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
 
 
 def configure_logging(level: str, fmt: str) -> None:

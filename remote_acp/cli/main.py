@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._version import __version__
+from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
+from .streams import tolerant
 
 if TYPE_CHECKING:
     from ..launch import LaunchTarget
@@ -22,12 +24,38 @@ __all__ = ["main"]
 LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 
 
+class LocalIoError(click.ClickException):
+    """The command's own files could not be used (exit status 10, see ``exit_codes``)."""
+
+    exit_code = EXIT_LOCAL_IO
+
+
+def _no_nul(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Refuse a NUL byte in a value that becomes a path, a command or an environment name."""
+    values = value if isinstance(value, tuple) else (value,)
+    if any(isinstance(v, str) and "\x00" in v for v in values):
+        raise click.BadParameter("must not contain a NUL byte", ctx=ctx, param=param)
+    return value
+
+
+def _absolute(path: str | None) -> str:
+    """``path`` (default: the current directory) made absolute; a usage error when it cannot be."""
+    try:
+        return os.path.abspath(path if path is not None else ".")
+    except OSError as exc:  # a relative path (or none) while the current directory is gone
+        what = f"the workspace {path!r}" if path is not None else "the workspace (the current directory)"
+        raise click.UsageError(
+            f"cannot resolve {what}: the current directory is unusable ({exc.strerror}); "
+            "pass --workspace with an absolute path"
+        ) from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="remote-acp")
 @click.option("--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr).")
 @click.option(
     "--log-format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json"], case_sensitive=False),
     default="text",
     show_default=True,
     help="Log line format.",
@@ -36,14 +64,22 @@ def cli(log_level: str, log_format: str) -> None:
     """Run coding agents that speak the Agent Client Protocol, locally or on build hosts."""
     from .logging_setup import configure_logging
 
+    tolerant(sys.stdout)  # an agent's lone surrogate in a listing is replaced, not fatal
     configure_logging(log_level, log_format)
 
 
 @cli.command()
-@click.option("--agent", "agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
+@click.option(
+    "--agent",
+    "agent",
+    required=True,
+    callback=_no_nul,
+    help="Agent command with its protocol switch, e.g. 'qwen --acp'.",
+)
 @click.option(
     "--workspace",
     default=None,
+    callback=_no_nul,
     help="Directory the agent works in (absolute; default: the current directory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line instead of text.")
@@ -51,11 +87,15 @@ def cli(log_level: str, log_format: str) -> None:
 @click.option("--turn-timeout-ms", type=int, default=None, help="Bound of one turn [3600000].")
 @click.option("--stall-timeout-ms", type=int, default=None, help="Longest gap between events [300000].")
 @click.option("--stop-grace-ms", type=int, default=None, help="Graceful teardown window [5000].")
-@click.option("--host", default=None, help="Run the agent on this host over ssh (alias, user@host, host:port).")
-@click.option("--ssh-config", default=None, help="An ssh_config file to use instead of ~/.ssh/config.")
+@click.option(
+    "--host", default=None, callback=_no_nul, help="Run the agent on this host over ssh (alias, user@host, host:port)."
+)
+@click.option(
+    "--ssh-config", default=None, callback=_no_nul, help="An ssh_config file to use instead of ~/.ssh/config."
+)
 @click.option(
     "--host-key-policy",
-    type=click.Choice(["accept-new", "yes", "no"]),
+    type=click.Choice(["accept-new", "yes", "no"], case_sensitive=False),
     default=None,
     help="StrictHostKeyChecking [accept-new, unless your ssh_config sets one]; 'no' needs --force-insecure-host-keys.",
 )
@@ -67,6 +107,7 @@ def cli(log_level: str, log_format: str) -> None:
     "--ssh-pass-env",
     "pass_env",
     multiple=True,
+    callback=_no_nul,
     help="Carry this environment variable to the agent over stdin (never on argv). Repeatable.",
 )
 @click.option("--resume", default=None, help="Continue this saved session id ('last': the latest here).")
@@ -94,16 +135,17 @@ def run(
 ) -> None:
     """Start AGENT in a session and run each PROMPT as one turn, in order.
 
-    Stops at the first turn that does not complete. Exit status: 0 all turns completed;
+    Stops at the first turn that does not complete (one that could not even start ends the run
+    as turn_not_started). Exit status: 0 all turns completed; 1 internal error; 2 usage error;
     3 bad command or workspace; 4 credential refused; 5 connection or protocol failure;
     6 retryable turn failure; 7 final turn failure (refusal, token limit, unknown outcome);
-    8 cancelled; 9 the agent needs a person; 130 interrupted.
+    8 cancelled; 9 the agent needs a person; 10 local I/O failure (the output cannot be
+    written, the session history cannot be read); 130 interrupted; 141 the output was closed.
     """
     import anyio
 
     from ..options import SessionOptions
-    from .exit_codes import EXIT_BROKEN_PIPE
-    from .history import SessionHistory
+    from .history import HistoryError, SessionHistory
     from .run import RunRequest, run_prompts
 
     bounds = {
@@ -137,11 +179,15 @@ def run(
             raise click.UsageError("--workspace is required with --host (a directory on that host)")
         where = workspace
     else:
-        where = os.path.abspath(workspace) if workspace else os.getcwd()
+        # An explicit empty --workspace goes to the launch, which refuses it (invalid_workspace_cwd).
+        where = "" if workspace == "" else _absolute(workspace)
     history = SessionHistory()
     if resume == "last":
         label = target.label if target is not None else "local"
-        latest = history.recent(workspace=where, target=label, limit=1)
+        try:
+            latest = history.recent(workspace=where, target=label, limit=1)
+        except HistoryError as exc:
+            raise LocalIoError(str(exc)) from None
         if not latest:
             raise click.UsageError(f"no saved session for {where} on {label} to resume")
         resume = latest[0].session_id
@@ -156,37 +202,68 @@ def run(
         history=history,
     )
     code = anyio.run(run_prompts, request)
-    if code == EXIT_BROKEN_PIPE:
-        # Keep the interpreter's final flush from failing on the closed pipe.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if code in (EXIT_BROKEN_PIPE, EXIT_LOCAL_IO):
+        _discard_stdout()
     sys.exit(code)
 
 
+def _flush_stdout() -> None:
+    if sys.stdout is not None:  # None: started with stdout closed
+        sys.stdout.flush()
+
+
+def _discard_stdout() -> None:
+    """Keep the interpreter's final flush from failing again on a closed or full stdout."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no stdout at all
+        pass
+
+
 @cli.command()
-@click.option("--workspace", default=None, help="Only sessions of this workspace.")
+@click.option("--workspace", default=None, callback=_no_nul, help="Only sessions of this workspace.")
 @click.option("--host", default=None, help="Only sessions on this host ('local' for local ones).")
-@click.option("--limit", type=int, default=20, show_default=True, help="How many to list.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many to list.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool) -> None:
-    """List recent sessions (newest first), to continue one with `run --resume ID`."""
-    from .history import SessionHistory
+    """List recent sessions (newest first), to continue one with `run --resume ID`.
 
-    where = os.path.abspath(workspace) if workspace and host is None else workspace
-    records = SessionHistory().recent(workspace=where, target=host, limit=limit)
-    if as_json:
-        import json
+    Exit status: 0 listed (or none recorded yet); 2 usage error; 10 the session history
+    cannot be read; 141 the output was closed.
+    """
+    from .history import HistoryError, SessionHistory
 
-        for record in records:
-            click.echo(json.dumps(record.to_json(), ensure_ascii=False))
-        return
-    from rich.console import Console
-    from rich.table import Table
+    where = _absolute(workspace) if workspace and host is None else workspace
+    try:
+        records = SessionHistory().recent(workspace=where, target=host, limit=limit)
+    except HistoryError as exc:
+        raise LocalIoError(str(exc)) from None
+    try:
+        if as_json:
+            from .render import json_line
 
-    table = Table("session", "agent", "target", "workspace", "when", "outcome", "obtained", box=None)
-    for r in records:
-        outcome = f"{r.outcome} [{r.error_kind}]" if r.error_kind else r.outcome
-        table.add_row(r.session_id, r.agent, r.target, r.workspace, r.when, outcome, r.obtained)
-    Console().print(table if records else "no sessions recorded yet")
+            for record in records:
+                click.echo(json_line(record.to_json()))
+            _flush_stdout()
+            return
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table("session", "agent", "target", "workspace", "when", "outcome", "obtained", box=None)
+        for r in records:
+            outcome = f"{r.outcome} [{r.error_kind}]" if r.error_kind else r.outcome
+            # Text, not markup: a '[' in an agent's session id or a path is not a style tag.
+            cells = (r.session_id, r.agent, r.target, r.workspace, r.when, outcome, r.obtained)
+            table.add_row(*(Text(cell) for cell in cells))
+        Console().print(table if records else "no sessions recorded yet")
+        _flush_stdout()
+    except BrokenPipeError:
+        _discard_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as exc:
+        _discard_stdout()
+        raise LocalIoError(f"cannot write the output: {exc}") from None
 
 
 def main() -> None:
