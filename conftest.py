@@ -32,8 +32,10 @@ def no_orphans() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's saved sessions go to the test's own directory, never the user's."""
+    """The CLI's saved sessions and the generated ssh configs go to the test's own directories,
+    never the user's."""
     monkeypatch.setenv("REMOTE_ACP_STATE_DIR", str(tmp_path / "remote-acp-state"))
+    monkeypatch.setenv("REMOTE_ACP_CACHE_DIR", str(tmp_path / "remote-acp-cache"))
 
 
 @pytest.fixture

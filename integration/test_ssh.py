@@ -24,6 +24,12 @@ pytestmark = pytest.mark.anyio
 SSH_BOUNDS = {"read_timeout_ms": 5_000, "initialize_floor_ms": 15_000, "stop_grace_ms": 1_000}
 
 
+@pytest.fixture(autouse=True)
+def private_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated ssh_configs go to the test's own directory, never the user's cache."""
+    monkeypatch.setenv("REMOTE_ACP_CACHE_DIR", str(tmp_path / "cache"))
+
+
 def options(*args: str, **overrides: object) -> SessionOptions:
     return fast_options(scripted(*args), **{**SSH_BOUNDS, **overrides})
 
@@ -256,6 +262,19 @@ async def test_environment_travels_on_stdin_never_on_argv(
     assert "_RA_ENV" not in env and "_RA_COMPLETE" not in env
 
 
+async def test_environment_value_that_is_not_utf8_arrives_as_its_bytes(
+    ssh_lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value = os.fsdecode(b"tok\xffen-\xc3(-value")  # as os.environ holds undecodable bytes
+    monkeypatch.setenv("RA_DEMO_RAW", value)
+    dump = tmp_path / "env.json"
+    async with open_session(
+        "/tmp", options("--env-dump", str(dump)), target=target(ssh_lab, pass_env=("RA_DEMO_RAW",))
+    ):
+        pass
+    assert os.fsencode(json.loads(dump.read_text())["RA_DEMO_RAW"]) == b"tok\xffen-\xc3(-value"
+
+
 async def test_invalid_pass_env_name_is_refused() -> None:
     with pytest.raises(ValueError, match="ssh_pass_env entry 1 is not a valid environment variable name"):
         SshSettings(pass_env=("GOOD", "BAD-NAME=x"))
@@ -331,6 +350,34 @@ async def test_user_ssh_config_policy_wins_over_our_default(ssh_lab: SshLab, tmp
     config.write_text("Host *\n  StrictHostKeyChecking yes\n\n" + config.read_text())
     err = await start_error(ssh_lab, target(ssh_lab, config=config))  # our default would accept-new
     assert err.message == "ssh connection failed" and "Host key verification failed" in err.detail
+
+
+async def test_user_ssh_config_ask_wins_over_our_default(ssh_lab: SshLab, tmp_path: Path) -> None:
+    # `ask` is also OpenSSH's default, so `ssh -G` cannot tell it was set; set explicitly, it
+    # must still win over our accept-new (under BatchMode it refuses an unknown host key).
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=empty)
+    config.write_text("Host lab1\n  StrictHostKeyChecking ask\n\n" + config.read_text())
+    err = await start_error(ssh_lab, target(ssh_lab, config=config))
+    assert err.kind is ErrorKind.PORT_EXIT
+    assert err.message == "ssh connection failed" and "Host key verification failed" in err.detail
+    assert empty.read_text() == ""
+    async with open_session("/tmp", options(), target=target(ssh_lab, "lab2", config=config)) as s:
+        assert (await s.run_turn("hi")).ok  # another host of the same file: our default applies
+    assert ssh_lab.host("lab2").known_hosts_line.split()[1] in empty.read_text()
+
+
+async def test_user_ssh_config_no_connects_and_is_warned(
+    ssh_lab: SshLab, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=empty)
+    config.write_text("Host lab1\n  StrictHostKeyChecking no\n\n" + config.read_text())
+    async with open_session("/tmp", options(), target=target(ssh_lab, config=config)) as s:
+        assert (await s.run_turn("hi")).ok
+    assert any("the ssh_config turns host key checking off for this host" in m for m in caplog.messages)
 
 
 def test_cli_run_over_ssh(ssh_lab: SshLab, workspace: str) -> None:

@@ -13,17 +13,40 @@ background with the session's stdin and supervises it: a watchdog notices when t
 is gone (the shell's parent, the per-connection sshd, exits) and kills the agent's whole tree,
 children that left its process group included, escalating from SIGTERM to SIGKILL. A plain
 ``ssh -T`` leaves such an agent running forever; ``-tt`` would corrupt the protocol.
+
+What the host needs: a POSIX ``sh`` with ``kill``, ``sleep``, ``awk``, ``grep``, ``sed`` and
+``cat``, and ``dd`` when environment variables are carried. On Linux the supervisor needs no
+``ps`` (BusyBox's, which lacks ``-p``, would do anyway): it reads the shell's parent from
+``/proc/$$/stat``, the agent's tree from ``/proc/*/stat``, and finds the processes carrying the
+session's token in ``/proc/*/environ``, which catches descendants that left the agent's tree (a
+daemon reparented to init). A host without ``/proc`` needs a ``ps`` that knows
+``-e -o pid= -o ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is found through
+parent links alone. Either way a descendant that both cleared its environment and lost its
+parent chain to the agent is out of reach.
+
+Host keys: an explicit :attr:`SshSettings.host_key_policy` goes on the command line, where it
+wins over any ssh_config. Without one, ssh gets (``-F``) a small generated config that includes
+the files ssh would have read (the explicit config file, else ``~/.ssh/config`` and
+``/etc/ssh/ssh_config``) and then sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH
+keeps the first value it obtains, so a policy the user's configuration sets explicitly, ``ask``
+included, wins and ours is only the fallback (:func:`fallback_config_text`). The generated files
+are kept, named by their content, under ``$REMOTE_ACP_CACHE_DIR/ssh`` (default: the platformdirs
+user cache directory of ``remote-acp``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 import re
 import secrets
 import shlex
 import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from .errors import ErrorKind, RemoteAcpError
@@ -41,6 +64,7 @@ __all__ = [
     "SshSettings",
     "SshTarget",
     "env_preamble",
+    "fallback_config_text",
     "parse_destination",
     "remote_script",
     "ssh_argv",
@@ -55,8 +79,21 @@ EXIT_NO_ENVIRONMENT: Final = 98
 SSH_FAILED: Final = 255
 WORKSPACE_MARK: Final = "remote-acp: workspace unavailable:"
 SIGNAL_MARK: Final = "remote-acp: the agent was killed by signal"
+SYSTEM_SSH_CONFIG: Final = "/etc/ssh/ssh_config"
+CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_RESERVED_PREFIX = "_RA_"
+_RESERVED_PREFIX = "_RA_"  # any case: the supervisor's own variables are _ra_*
+# Names the remote shell needs for itself: IFS splits the supervisor's words; PPID is how the
+# watchdog knows the connection (dash lets it be assigned); bash refuses to assign its read-only
+# ones (the import would fail); FUNCNEST, GLOBIGNORE and EXECIGNORE break the supervisor's
+# functions, its /proc globs and its command lookup. PATH and HOME stay allowed.
+_RESERVED_NAMES: Final = frozenset(
+    {"IFS", "PPID", "UID", "EUID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "FUNCNEST", "GLOBIGNORE", "EXECIGNORE"}
+)
+_NUMERIC_SETTINGS: Final = ("connect_timeout_s", "server_alive_interval_s", "server_alive_count_max", "kill_grace_s")
+_POLICIES: Final = ("accept-new", "yes", "no")
+# How `ssh -G` spells StrictHostKeyChecking values, read back as the policy names we use.
+_SSH_G_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
 _PREAMBLE_BLOCK = 64  # pad the env preamble so its length on argv says little about the values
 
 
@@ -114,54 +151,98 @@ def _port(text: str, whole: str) -> int:
 def validate_env_names(names: Sequence[str]) -> tuple[str, ...]:
     """The names, if each is a valid shell variable name we may set.
 
+    Refused besides: names starting with ``_RA_`` in any case (ours), and the few the remote shell
+    needs for itself (``IFS``, ``PPID``, bash's read-only ones...; ``PATH`` and ``HOME`` are allowed).
+
     :raises ValueError: naming the offending entry by position (its text could be a secret).
     """
     for index, name in enumerate(names):
-        if not _ENV_NAME.match(name) or name.startswith(_RESERVED_PREFIX):
+        if not isinstance(name, str) or not _ENV_NAME.match(name) or name.upper().startswith(_RESERVED_PREFIX):
             raise ValueError(f"ssh_pass_env entry {index} is not a valid environment variable name")
+        if name in _RESERVED_NAMES:
+            raise ValueError(f"ssh_pass_env entry {index} names a variable the remote shell needs for itself")
     return tuple(names)
 
 
 def env_preamble(values: Mapping[str, str]) -> bytes:
-    """The bytes sent on stdin ahead of the protocol: shell assignments the remote side evaluates."""
+    """The bytes sent on stdin ahead of the protocol: shell assignments the remote side evaluates.
+
+    A value that is not valid UTF-8 (a str holding surrogate escapes, as ``os.environ`` gives for
+    undecodable bytes) travels as its original bytes.
+    """
     exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in values.items())
-    body = f"export {exports}; _RA_COMPLETE=1" if exports else "_RA_COMPLETE=1"
-    padding = -(len(body.encode()) + 1) % _PREAMBLE_BLOCK
-    return (body + " " * padding + "\n").encode()
+    body = (f"export {exports}; _RA_COMPLETE=1" if exports else "_RA_COMPLETE=1").encode("utf-8", "surrogateescape")
+    padding = -(len(body) + 1) % _PREAMBLE_BLOCK
+    return body + b" " * padding + b"\n"
 
 
-# The supervisor: POSIX sh, with ps, awk and (on Linux) /proc. A watchdog runs beside the agent
-# and, once the connection is gone (our shell's parent, the per-connection sshd, changed), kills
-# every process it has seen descend from the agent: SIGTERM, then SIGKILL after a grace period.
-# When the agent exits by itself the shell closes its stdout at once (the client sees the end of
-# stream), stops the watchdog and kills whatever the agent left behind the same way.
+# The supervisor: POSIX sh, with awk, grep, sed and /proc on Linux (ps elsewhere). A watchdog
+# runs beside the agent and, once the connection is gone (our shell's parent, the per-connection
+# sshd, changed), kills the agent's tree: SIGTERM, then SIGKILL after a grace period. When the
+# agent exits by itself the shell closes its stdout at once (the client sees the end of stream),
+# stops the watchdog and kills whatever the agent left behind the same way.
+#
+# What gets signalled is computed at the moment of signalling, never remembered: the agent while
+# it is still our shell's child (so never after `wait` reaped it, when its PID may be reused), the
+# processes carrying the session token in their environment (descendants that left the tree and
+# lost their parent, on Linux), and the live descendants of both. PIDs seen earlier may belong
+# to unrelated processes by now. The agent is signalled last: its death ends the
+# watchdog (the shell stops it), so everything else must have had its signal by then.
 _SUPERVISE = r"""
+if [ -r "/proc/$$/stat" ]; then _ra_proc=1; else _ra_proc=; fi
+_ra_stat() {
+  _ra_st= _ra_pp=
+  if [ -n "$_ra_proc" ]; then
+    _ra_s=
+    { read -r _ra_s <"/proc/$1/stat"; } 2>/dev/null
+    _ra_s=${_ra_s##*) }
+    set -- $_ra_s
+    _ra_st=${1-} _ra_pp=${2-}
+  else
+    _ra_pp=$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ')
+    [ -n "$_ra_pp" ] || { kill -0 "$1" 2>/dev/null && _ra_st=R; }
+  fi
+}
+_ra_ours() {
+  _ra_stat "$_ra_agent"
+  if [ -n "$_ra_pp" ]; then [ "$_ra_pp" = "$_ra_shell" ] && [ "$_ra_st" != Z ]; else [ "$_ra_st" = R ]; fi
+}
 _ra_tree() {
-  ps -e -o pid= -o ppid= 2>/dev/null | awk -v root="$1" '
-    { parent[$1] = $2 }
+  { if [ -n "$_ra_proc" ]; then
+      cat /proc/[0-9]*/stat 2>/dev/null | sed -n 's/^\([0-9][0-9]*\) .*) \([A-Za-z]\) \([0-9][0-9]*\) .*/\1 \3 \2/p'
+    else
+      ps -e -o pid= -o ppid= 2>/dev/null
+    fi; } | awk -v roots="$*" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) root[r[i]] = 1 }
+    $3 != "Z" { parent[$1] = $2 }
     END { for (p in parent) { q = p; n = 0
-            while (q in parent && q != root && q > 1 && n < 64) { q = parent[q]; n++ }
-            if (q == root && p != root) print p } }'
+            while (!(q in root) && (q in parent) && q > 1 && n < 64) { q = parent[q]; n++ }
+            if (q in root) print p } }'
 }
 _ra_marked() {
   grep -l -s -a "_RA_SESSION=__TOKEN__\." /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/\([0-9]*\)/environ$|\1|'
 }
-_ra_seen=""
-_ra_note() { _ra_seen="$_ra_seen $(_ra_tree "$_ra_agent" | tr '\n' ' ') $(_ra_marked | tr '\n' ' ')"; }
+_ra_targets() {
+  if [ "$1" = tree ] && _ra_ours; then _ra_a=$_ra_agent; else _ra_a=; fi
+  _ra_r=$(_ra_marked)
+  [ -n "$_ra_a$_ra_r" ] || return 0
+  _ra_tree $_ra_a $_ra_r | awk -v a="$_ra_a" '$1 != a && !seen[$1]++ { print $1 } END { if (a != "") print a }'
+}
 _ra_kill() {
-  _ra_note
-  kill -TERM "$_ra_agent" $_ra_seen 2>/dev/null
+  _ra_set=$(_ra_targets "$1")
+  [ -n "$_ra_set" ] || return 0
+  kill -TERM $_ra_set 2>/dev/null
   _ra_n=0
   while [ "$_ra_n" -lt __GRACE__ ]; do
-    _ra_alive=""
-    for _ra_q in "$_ra_agent" $_ra_seen; do kill -0 "$_ra_q" 2>/dev/null && _ra_alive=1; done
-    [ -z "$_ra_alive" ] && return 0
     sleep 1; _ra_n=$((_ra_n + 1))
+    _ra_set=$(_ra_targets "$1")
+    [ -n "$_ra_set" ] || return 0
   done
-  kill -KILL "$_ra_agent" $_ra_seen 2>/dev/null
+  kill -KILL $_ra_set 2>/dev/null
 }
-_ra_parent=$PPID
 _ra_shell=$$
+_ra_stat "$_ra_shell"
+_ra_parent=${_ra_pp:-$PPID}
 exec 3<&0
 { export _RA_SESSION=__TOKEN__.
 __COMMAND__
@@ -170,11 +251,10 @@ _ra_agent=$!
 exec 3<&- 0</dev/null
 trap '' PIPE  # a vanished client must not stop the cleanup below (the agent keeps its own)
 (
-  while kill -0 "$_ra_agent" 2>/dev/null; do
-    _ra_note
-    _ra_now=$(ps -o ppid= -p "$_ra_shell" 2>/dev/null | tr -d ' ')
-    if [ -n "$_ra_now" ] && [ "$_ra_now" != "$_ra_parent" ]; then
-      _ra_kill; exit 0
+  while _ra_ours; do
+    _ra_stat "$_ra_shell"
+    if [ -n "$_ra_pp" ] && [ "$_ra_pp" != "$_ra_parent" ]; then
+      _ra_kill tree; exit 0
     fi
     sleep 1
   done
@@ -184,8 +264,7 @@ wait "$_ra_agent"
 _ra_rc=$?
 exec 1>/dev/null
 kill "$_ra_watch" 2>/dev/null
-_ra_seen=$(_ra_marked | tr '\n' ' ')
-[ -n "$(echo $_ra_seen)" ] && _ra_kill
+_ra_kill reaped
 if [ "$_ra_rc" -gt 128 ] && [ "$_ra_rc" -lt 160 ]; then
   echo "__SIGNAL_MARK__ $((_ra_rc - 128))" >&2
 fi
@@ -206,13 +285,23 @@ def remote_script(
     A string command is a shell fragment the operator owns and goes verbatim; a list is quoted
     word by word. The workspace is single-quoted and entered with ``cd --``; when that fails the
     script exits :data:`EXIT_NO_WORKSPACE` with a marked message, and never runs the command.
-    ``token`` (random by default) marks the agent's environment, so descendants that left its
-    process group and lost their parent are still found (through ``/proc`` where it exists).
+    ``token`` (random by default; letters and digits) marks the agent's environment, so descendants
+    that left its process group and lost their parent are still found (through ``/proc`` where it
+    exists). Scripts running at the same time on one host need distinct tokens: a finished
+    script's cleanup kills whatever carries its token.
+
+    :raises ValueError: for a ``kill_grace_s`` that is not an integer of at least 1, or a token
+        that is not made of ASCII letters and digits.
     """
+    _check_count("kill_grace_s", kill_grace_s)
+    if token is not None and not (token.isascii() and token.isalnum()):
+        raise ValueError("the session token must be ASCII letters and digits")
     if isinstance(command, str):
         fragment = command.strip()
     else:
-        fragment = shlex.join(command_argv(list(command)))
+        # exec: the agent itself is the supervised child, whichever sh runs the script (bash would
+        # otherwise keep a subshell in between, which dies at the first SIGTERM).
+        fragment = "exec " + shlex.join(command_argv(list(command)))
     where = shlex.quote(workspace)
     lines = [
         f"cd -- {where} 2>/dev/null || {{ printf '%s\\n' {shlex.quote(f'{WORKSPACE_MARK} {workspace}')} >&2; "
@@ -243,11 +332,13 @@ class SshSettings:
     """How ``ssh`` is run. Every field is also a ``remote-acp run`` flag."""
 
     host_key_policy: HostKeyPolicy | None = None
-    """``None``: ``accept-new``, unless the user's ssh_config sets a policy (then theirs wins)."""
+    """``None``: ``accept-new``, unless the ssh_config ssh reads sets a policy for the host, ``ask``
+    included (then theirs wins). Set, it goes on the command line and wins over any ssh_config."""
     force_insecure_host_keys: bool = False
     """Required for the ``no`` policy, which connects even when a host key changed."""
     config_file: str | None = None
-    """An explicit ssh_config (``-F``); by default ssh reads the user's ``~/.ssh/config``."""
+    """An explicit ssh_config, read instead of ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as
+    with ``ssh -F``; ``none`` reads no file)."""
     connect_timeout_s: int = 10
     server_alive_interval_s: int = 15
     server_alive_count_max: int = 3
@@ -257,30 +348,38 @@ class SshSettings:
     """On the host: how long the agent's tree gets after SIGTERM before SIGKILL."""
 
     def __post_init__(self) -> None:
+        if self.host_key_policy is not None and self.host_key_policy not in _POLICIES:
+            raise ValueError(f"host_key_policy must be one of {', '.join(_POLICIES)}")
         if self.host_key_policy == "no" and not self.force_insecure_host_keys:
             raise ValueError(
                 "host key policy 'no' connects even to a host whose key changed; "
                 "set force_insecure_host_keys to use it anyway"
             )
-        for value, what in (
-            (self.connect_timeout_s, "connect_timeout_s"),
-            (self.server_alive_interval_s, "server_alive_interval_s"),
-            (self.server_alive_count_max, "server_alive_count_max"),
-            (self.kill_grace_s, "kill_grace_s"),
-        ):
-            if value < 1:
-                raise ValueError(f"{what} must be at least 1")
+        if self.config_file is not None and (not self.config_file or any(c in self.config_file for c in "\r\n\0")):
+            raise ValueError("config_file must be a non-empty path without line breaks")
+        for what in _NUMERIC_SETTINGS:
+            _check_count(what, getattr(self, what))
         validate_env_names(self.pass_env)
 
 
+def _check_count(what: str, value: object) -> None:
+    # bool is an int to Python, and a float would reach the remote shell's arithmetic as text.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1")
+
+
 def ssh_argv(
-    ssh: str, destination: Destination, settings: SshSettings, remote: str, *, policy: str | None
+    ssh: str, destination: Destination, settings: SshSettings, remote: str, *, config: str | None
 ) -> list[str]:
-    """The local argv. ``policy`` is the StrictHostKeyChecking value to pass, or ``None`` to
-    leave the user's own ssh_config in charge (OpenSSH keeps the first value it sees)."""
+    """The local argv. ``config`` is the file given to ``-F``: without a host-key policy in the
+    settings, the generated fallback config (:func:`fallback_config_text`), which includes the
+    user's own; with one, the settings' ``config_file``, and the policy goes on the command line.
+    """
     argv = [ssh]
-    if settings.config_file:
-        argv += ["-F", settings.config_file]
+    if config is not None:
+        argv += ["-F", config]
     argv += [
         "-T",
         "-e", "none",
@@ -292,8 +391,8 @@ def ssh_argv(
         "-o", f"ServerAliveCountMax={settings.server_alive_count_max}",
         "-o", "LogLevel=ERROR",
     ]  # fmt: skip
-    if policy is not None:
-        argv += ["-o", f"StrictHostKeyChecking={policy}"]
+    if settings.host_key_policy is not None:
+        argv += ["-o", f"StrictHostKeyChecking={settings.host_key_policy}"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]
     argv += ["--", destination.host, f"exec sh -c {shlex.quote(remote)}"]
@@ -306,8 +405,9 @@ class SshTarget:
 
     host: str
     settings: SshSettings = field(default_factory=SshSettings)
-    environ: Mapping[str, str] | None = None
-    """Where ``pass_env`` values are read, and the local ssh's environment (default: ours)."""
+    environ: Mapping[str, str] | None = field(default=None, repr=False)
+    """Where ``pass_env`` values are read, and the local ssh's environment (default: ours). Kept
+    out of the repr: it holds secrets."""
 
     @property
     def label(self) -> str:
@@ -343,9 +443,9 @@ class SshTarget:
             carried[name] = environ[name]
         preamble = env_preamble(carried) if carried else b""
         script = remote_script(workspace, command, len(preamble), kill_grace_s=self.settings.kill_grace_s)
-        policy = await self._host_key_policy(ssh, destination, environ)
+        config = await self._ssh_config(ssh, destination, environ)
         return LaunchSpec(
-            argv=ssh_argv(ssh, destination, self.settings, script, policy=policy),
+            argv=ssh_argv(ssh, destination, self.settings, script, config=config),
             env=environ,
             cwd=None,
             target=destination.label,
@@ -358,25 +458,23 @@ class SshTarget:
             ),
         )
 
-    async def _host_key_policy(self, ssh: str, destination: Destination, environ: dict[str, str]) -> str | None:
+    async def _ssh_config(self, ssh: str, destination: Destination, environ: dict[str, str]) -> str | None:
+        """What ``-F`` gets (see :func:`ssh_argv`), with the warnings about an insecure policy."""
         settings = self.settings
+        config = ssh_config_file(settings)
         if settings.host_key_policy is not None:
             if settings.host_key_policy == "no":
                 log.warning(
                     "host key checking is off for this session: a changed host key will not stop it",
                     extra={"host": destination.label},
                 )
-            return settings.host_key_policy
-        configured = await effective_host_key_policy(ssh, destination, settings.config_file, environ)
-        if configured is None:
-            return "accept-new"
-        if configured in ("no", "off"):
+        elif await effective_host_key_policy(ssh, destination, config, environ) == "no":
             log.warning(
                 "the ssh_config turns host key checking off for this host: a changed host key will not stop "
                 "the session",
                 extra={"host": destination.label},
             )
-        return None
+        return config
 
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
         if status.code == SSH_FAILED and not agent_wrote:
@@ -394,19 +492,139 @@ class SshTarget:
         return None
 
 
-async def effective_host_key_policy(
-    ssh: str, destination: Destination, config_file: str | None, environ: Mapping[str, str]
-) -> str | None:
-    """The StrictHostKeyChecking value the user's ssh_config sets for this host, if any.
+def ssh_config_file(settings: SshSettings) -> str | None:
+    """The file ``-F`` gets: with a host-key policy in the settings, their ``config_file``; without,
+    the fallback config (:func:`fallback_config_text`), written under :func:`fallback_config_dir`.
 
-    ``ssh -G`` prints the effective configuration without connecting; ``ask`` is OpenSSH's
-    default and means nobody set it (under BatchMode it would act as ``yes``).
+    :raises RemoteAcpError: ``agent_not_found`` for an explicit config file that does not exist
+        (the fallback would include nothing from it), or a cache directory that cannot be used.
+    """
+    config_file = settings.config_file
+    if config_file is not None and config_file.lower() != "none":
+        if not os.path.exists(config_file) or os.path.isdir(config_file):
+            raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh config file {config_file} does not exist")
+    if settings.host_key_policy is not None:
+        return config_file
+    if config_file is not None and config_file.lower() != "none":
+        config_file = os.path.abspath(config_file)  # Include would read a relative path under ~/.ssh
+        if os.path.realpath(config_file) == os.devnull:
+            config_file = "none"  # the same (and ssh refuses to include a world-writable file)
+    return str(write_fallback_config(fallback_config_text(config_file, home=_login_home()), fallback_config_dir()))
+
+
+def fallback_config_text(config_file: str | None, *, home: str) -> str:
+    """The ssh_config given to ``-F`` when no host-key policy was chosen.
+
+    It includes what ssh would read without us, in ssh's order (``config_file``, an absolute path,
+    as ``ssh -F`` would; else ``HOME/.ssh/config`` and then ``/etc/ssh/ssh_config``; ``none``: no
+    file), then sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH keeps the first
+    value it obtains for an option, so a value the included files set for the host, ``ask``
+    included, wins over ours; an included file that does not exist is skipped, as ssh skips it.
+    ``home`` is the login's home directory (ssh finds ``~/.ssh/config`` there, whatever ``$HOME``
+    says). Paths are quoted so that Include reads exactly that file (it would expand globs).
+    """
+    if config_file is None:
+        included = [os.path.join(home, ".ssh", "config"), SYSTEM_SSH_CONFIG]
+    elif config_file.lower() == "none":
+        included = []
+    else:
+        included = [config_file]
+    lines = [
+        "# Written by remote-acp: the ssh_config ssh would read, then our default host-key policy.",
+        *(f"Include {_config_word(path)}" for path in included),
+        "Host *",
+        "  StrictHostKeyChecking accept-new",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _config_word(path: str) -> str:
+    # Two layers: Include expands globs (escape \ * ? [ for glob), and the ssh_config line parser
+    # unquotes and unescapes (escape \ " ' for it, inside double quotes).
+    if any(c in path for c in "\r\n\0"):
+        raise ValueError("an ssh_config path cannot contain line breaks")
+    globbed = re.sub(r"([\\*?\[])", r"\\\1", path)
+    return '"' + re.sub(r"([\\\"'])", r"\\\1", globbed) + '"'
+
+
+def _login_home() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
+
+
+def fallback_config_dir() -> Path:
+    """Where generated ssh_configs are kept: ``$REMOTE_ACP_CACHE_DIR/ssh``, else the platformdirs
+    user cache directory's ``ssh``."""
+    override = os.environ.get(CACHE_DIR_VARIABLE)
+    if override:
+        return Path(override) / "ssh"
+    import platformdirs
+
+    return platformdirs.user_cache_path("remote-acp") / "ssh"
+
+
+def write_fallback_config(text: str, directory: Path) -> Path:
+    """The file holding ``text`` in ``directory``, named by its content and written once, atomically.
+
+    An existing file is used only when it holds exactly ``text``; the directory must be ours and
+    writable by nobody else (ssh would run what a config file says).
+
+    :raises RemoteAcpError: ``agent_not_found`` when the directory cannot be used.
+    """
+    data = os.fsencode(text)
+    path = directory / f"config-{hashlib.sha256(data).hexdigest()[:32]}"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.stat()
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise RemoteAcpError(
+                ErrorKind.AGENT_NOT_FOUND,
+                f"the directory {directory} is not private to this user: remote-acp keeps ssh configs there "
+                f"(set {CACHE_DIR_VARIABLE} to another directory)",
+            )
+        try:
+            if path.read_bytes() == data:
+                return path
+        except FileNotFoundError:
+            pass
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".config-")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise RemoteAcpError(
+            ErrorKind.AGENT_NOT_FOUND,
+            f"cannot write an ssh config under {directory}: {exc.strerror or exc} "
+            f"(set {CACHE_DIR_VARIABLE} to a writable directory)",
+        ) from None
+    return path
+
+
+async def effective_host_key_policy(
+    ssh: str, destination: Destination, config: str | None, environ: Mapping[str, str]
+) -> str | None:
+    """The StrictHostKeyChecking value ssh would use for this host with ``-F config``, as one of
+    ``accept-new``, ``yes``, ``no`` or ``ask``; ``None`` when ``ssh -G`` cannot tell.
+
+    ``ssh -G`` prints the effective configuration without connecting, spelling ``yes`` as ``true``
+    and ``no`` or ``off`` as ``false``. It cannot tell a value set explicitly from OpenSSH's default
+    (``ask``), which is why our default travels as a fallback in the config file instead
+    (:func:`fallback_config_text`): with that file, ``ask`` means the user's configuration set it.
     """
     import subprocess
 
     import anyio
 
-    argv = [ssh, *(["-F", config_file] if config_file else []), "-G"]
+    argv = [ssh, *(["-F", config] if config is not None else []), "-G"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]
     argv += ["--", destination.host]
@@ -421,5 +639,5 @@ async def effective_host_key_policy(
         key, _, value = line.partition(" ")
         if key == "stricthostkeychecking":
             value = value.strip().lower()
-            return None if value in ("ask", "") else value
+            return _SSH_G_SPELLING.get(value, value) or None
     return None
