@@ -40,15 +40,13 @@ from remote_acp.ssh import (
     HostKeyPolicy,
     SshSettings,
     SshTarget,
-    effective_host_key_policy,
     env_preamble,
-    fallback_config_dir,
     fallback_config_text,
     parse_destination,
     remote_script,
     ssh_argv,
-    write_fallback_config,
 )
+from remote_acp.ssh_config import effective_host_key_policy, fallback_config_dir, write_fallback_config
 from tests.support.orphans import MARKER_NAME, kill_marked
 
 if TYPE_CHECKING:

@@ -1,0 +1,166 @@
+"""Host-key policy through ssh configuration: our default as a fallback the user's settings beat.
+
+See :mod:`remote_acp.ssh` ("Host keys") for why the default travels in a generated config file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from .errors import ErrorKind, RemoteAcpError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .ssh import Destination
+
+__all__ = [
+    "CACHE_DIR_VARIABLE",
+    "login_home",
+    "effective_host_key_policy",
+    "fallback_config_dir",
+    "fallback_config_text",
+    "write_fallback_config",
+]
+
+SYSTEM_SSH_CONFIG: Final = "/etc/ssh/ssh_config"
+CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"
+# How `ssh -G` spells StrictHostKeyChecking values, read back as the policy names we use.
+_SSH_G_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
+
+
+def fallback_config_text(config_file: str | None, *, home: str) -> str:
+    """The ssh_config given to ``-F`` when no host-key policy was chosen.
+
+    It includes what ssh would read without us, in ssh's order (``config_file``, an absolute path,
+    as ``ssh -F`` would; else ``HOME/.ssh/config`` and then ``/etc/ssh/ssh_config``; ``none``: no
+    file), then sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH keeps the first
+    value it obtains for an option, so a value the included files set for the host, ``ask``
+    included, wins over ours; an included file that does not exist is skipped, as ssh skips it.
+    ``home`` is the login's home directory (ssh finds ``~/.ssh/config`` there, whatever ``$HOME``
+    says). Paths are quoted so that Include reads exactly that file (it would expand globs).
+    """
+    if config_file is None:
+        included = [os.path.join(home, ".ssh", "config"), SYSTEM_SSH_CONFIG]
+    elif config_file.lower() == "none":
+        included = []
+    else:
+        included = [config_file]
+    lines = [
+        "# Written by remote-acp: the ssh_config ssh would read, then our default host-key policy.",
+        *(f"Include {_config_word(path)}" for path in included),
+        "Host *",
+        "  StrictHostKeyChecking accept-new",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _config_word(path: str) -> str:
+    # Two layers: Include expands globs (escape \ * ? [ for glob), and the ssh_config line parser
+    # unquotes and unescapes (escape \ " ' for it, inside double quotes).
+    if any(c in path for c in "\r\n\0"):
+        raise ValueError("an ssh_config path cannot contain line breaks")
+    globbed = re.sub(r"([\\*?\[])", r"\\\1", path)
+    return '"' + re.sub(r"([\\\"'])", r"\\\1", globbed) + '"'
+
+
+def login_home() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
+
+
+def fallback_config_dir() -> Path:
+    """Where generated ssh_configs are kept: ``$REMOTE_ACP_CACHE_DIR/ssh``, else the platformdirs
+    user cache directory's ``ssh``."""
+    override = os.environ.get(CACHE_DIR_VARIABLE)
+    if override:
+        return Path(override) / "ssh"
+    import platformdirs
+
+    return platformdirs.user_cache_path("remote-acp") / "ssh"
+
+
+def write_fallback_config(text: str, directory: Path) -> Path:
+    """The file holding ``text`` in ``directory``, named by its content and written once, atomically.
+
+    An existing file is used only when it holds exactly ``text``; the directory must be ours and
+    writable by nobody else (ssh would run what a config file says).
+
+    :raises RemoteAcpError: ``agent_not_found`` when the directory cannot be used.
+    """
+    data = os.fsencode(text)
+    path = directory / f"config-{hashlib.sha256(data).hexdigest()[:32]}"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.stat()
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise RemoteAcpError(
+                ErrorKind.AGENT_NOT_FOUND,
+                f"the directory {directory} is not private to this user: remote-acp keeps ssh configs there "
+                f"(set {CACHE_DIR_VARIABLE} to another directory)",
+            )
+        try:
+            if path.read_bytes() == data:
+                return path
+        except FileNotFoundError:
+            pass
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".config-")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise RemoteAcpError(
+            ErrorKind.AGENT_NOT_FOUND,
+            f"cannot write an ssh config under {directory}: {exc.strerror or exc} "
+            f"(set {CACHE_DIR_VARIABLE} to a writable directory)",
+        ) from None
+    return path
+
+
+async def effective_host_key_policy(
+    ssh: str, destination: Destination, config: str | None, environ: Mapping[str, str]
+) -> str | None:
+    """The StrictHostKeyChecking value ssh would use for this host with ``-F config``, as one of
+    ``accept-new``, ``yes``, ``no`` or ``ask``; ``None`` when ``ssh -G`` cannot tell.
+
+    ``ssh -G`` prints the effective configuration without connecting, spelling ``yes`` as ``true``
+    and ``no`` or ``off`` as ``false``. It cannot tell a value set explicitly from OpenSSH's default
+    (``ask``), which is why our default travels as a fallback in the config file instead
+    (:func:`fallback_config_text`): with that file, ``ask`` means the user's configuration set it.
+    """
+    import subprocess
+
+    import anyio
+
+    argv = [ssh, *(["-F", config] if config is not None else []), "-G"]
+    if destination.port is not None:
+        argv += ["-p", str(destination.port)]
+    argv += ["--", destination.host]
+    try:
+        with anyio.fail_after(5):
+            done = await anyio.run_process(argv, check=False, env=dict(environ), stdin=subprocess.DEVNULL)
+    except (OSError, TimeoutError):
+        return None
+    if done.returncode != 0:
+        return None  # ssh itself will report the problem, with its own words, on connect
+    for line in done.stdout.decode(errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        if key == "stricthostkeychecking":
+            value = value.strip().lower()
+            return _SSH_G_SPELLING.get(value, value) or None
+    return None
