@@ -43,6 +43,7 @@ log = logging.getLogger("remote_acp.continuation")
 
 NEGATIVE_CONTROL: Final = "_remote-acp/probe/unimplemented"
 _RETENTION = timedelta(minutes=2)
+_NO_SESSION_YET: Final = "\x00no session yet"  # an id no agent sends: everything reads as foreign
 
 Obtained = Literal["new", "loaded", "resumed", "fell back"]
 
@@ -197,7 +198,9 @@ async def _fall_back(
     why: str,
 ) -> Continuation:
     capabilities.lower(Capability.SESSION_CONTINUATION, why)
-    normalizer.session_id = None  # the new session's updates must not be dropped as foreign
+    # Until the new session's id is known, nothing is taken as ours: a late replay of the session
+    # that could not be continued must not pass for the new session's output.
+    normalizer.session_id = _NO_SESSION_YET
     session_id = await hs.new_session(cwd, read_timeout_ms)
     ledger.record(cwd, session_id)
     return Continuation("fell back", session_id, why)
