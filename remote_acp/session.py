@@ -316,33 +316,21 @@ class Session:
             )
         if prompt.done.is_set() and prompt.response is not None:
             response = prompt.response
-            if turn.ending is not None:
-                result = response.result
-                stop = result.get("stopReason") if isinstance(result, dict) else None
-                self._finish(
-                    turn,
-                    turn.ending.event,
-                    turn.ending.kind,
-                    turn.ending.message,
-                    stop if isinstance(stop, str) else None,
-                )
+            result = response.result if isinstance(response.result, dict) else {}
+            stop = result.get("stopReason")
+            shown = stop if isinstance(stop, str) else None
+            if turn.ending is not None:  # an induced ending overrides what the answer says
+                self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message, shown)
             elif response.error is not None:
                 text = mask_secrets(response.error.message, self._inbox.secrets)
                 message = f"session/prompt error {response.error.code}: {text}"
                 self._finish(turn, TurnFailed, ErrorKind.RESPONSE_ERROR, message)
+            elif "stopReason" in result:
+                d = disposition_for_stop_reason(stop, cancel_requested=turn.cancel_sent_at is not None)
+                self._finish(turn, d.event, d.error_kind, d.message, shown)
             else:
-                result = response.result
-                stop = result.get("stopReason") if isinstance(result, dict) else None
-                if isinstance(result, dict) and "stopReason" in result:
-                    d = disposition_for_stop_reason(stop, cancel_requested=turn.cancel_sent_at is not None)
-                    self._finish(turn, d.event, d.error_kind, d.message, stop if isinstance(stop, str) else None)
-                else:
-                    self._finish(
-                        turn,
-                        TurnFailed,
-                        ErrorKind.TURN_OUTCOME_UNKNOWN,
-                        "the agent's response to the prompt did not decode",
-                    )
+                why = "the agent's response to the prompt did not decode"
+                self._finish(turn, TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, why)
             return True
         if conn.lost.is_set():
             self._finish(turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail())
