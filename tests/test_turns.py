@@ -260,9 +260,9 @@ async def test_stall_timeout_names_the_bound(workspace: str) -> None:
     assert str(err) == "the turn was cancelled after no event for stall_timeout_ms (300 ms)"
 
 
-async def test_streaming_resets_the_stall_timer(workspace: str) -> None:
-    # 0.25 s between events, stall bound 0.6 s, whole turn ~1 s: never stalls.
-    async with open_session(workspace, fast_options(scripted(), stall_timeout_ms=600)) as s:
+async def test_the_stall_bound_restarts_with_each_turn(workspace: str) -> None:
+    # 0.25 s without events in each turn, stall bound 1 s, four turns ~1 s in all: never stalls.
+    async with open_session(workspace, fast_options(scripted(), stall_timeout_ms=1000)) as s:
         for _ in range(4):
             result = await s.run_turn("@sleep=0.25 tick")
             assert result.ok
