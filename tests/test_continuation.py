@@ -259,3 +259,36 @@ async def test_verification_of_a_runtime_that_exits(workspace: str) -> None:
     assert info.value.kind is ErrorKind.PORT_EXIT
     assert info.value.message == "the agent runtime exited before responding: exit status 3"
     assert info.value.detail == "not logged in"
+
+
+async def test_a_late_replay_during_the_fallback_is_not_taken_for_the_new_session() -> None:
+    from remote_acp.capabilities import CapabilityRecord
+    from remote_acp.continuation import _fall_back
+    from remote_acp.normalize import Normalizer
+
+    normalizer = Normalizer(pid=1)
+    normalizer.session_id = "old"  # the load that was not confirmed
+    events: list[Event] = []
+    late = {
+        "sessionId": "old",
+        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "from the past"}},
+    }
+
+    class Handshake:
+        """Stands in for the agent connection: the late replay arrives while session/new is out."""
+
+        async def new_session(self, cwd: str, timeout_ms: int) -> str:
+            normalizer.on_update(late, events.append)
+            return "new"
+
+    result = await _fall_back(
+        Handshake(),  # type: ignore[arg-type]
+        "/w",
+        1000,
+        normalizer,
+        CapabilityRecord(remote=False),
+        OriginLedger(),
+        "session/load answered but replayed no message",
+    )
+    assert (result.obtained, result.session_id) == ("fell back", "new")
+    assert events == []
