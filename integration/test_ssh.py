@@ -18,6 +18,7 @@ from integration.sshlab import SshLab, keygen
 from remote_acp import ErrorKind, Event, Notification, RemoteAcpError, SessionOptions, open_session
 from remote_acp.ssh import SshSettings, SshTarget
 from tests.support.agents import fast_options, scripted
+from tests.support.orphans import alive
 
 pytestmark = pytest.mark.anyio
 
@@ -43,14 +44,6 @@ def cmdline(pid: int | str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
-
-
-def alive(pid: int) -> bool:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] != b"Z"
 
 
 async def gone_within(pids: list[int], seconds: float) -> bool:

@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -47,10 +46,11 @@ from remote_acp.ssh import (
     ssh_argv,
 )
 from remote_acp.ssh_config import effective_host_key_policy, fallback_config_dir, write_fallback_config
-from tests.support.orphans import MARKER_NAME, kill_marked
+from tests.support.orphans import MARKER_NAME, alive, kill_marked
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
+    from pathlib import Path
 
 RUN_TIMEOUT_S = 15.0
 WORKSPACE_MARK = "remote-acp: workspace unavailable:"
@@ -1104,14 +1104,6 @@ class Supervised:
     """From the connection loss (or the start) until every long-lived process was gone."""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] not in (b"Z", b"X")
-
-
 def _wait_for(path: Path, deadline: float) -> None:
     while not path.exists():
         if time.monotonic() > deadline:
@@ -1163,16 +1155,16 @@ def _supervise(
         if not lose_connection:
             code = int(standin.stdout.readline())
             standin.wait()
-        while _alive(script_shell) and time.monotonic() < deadline:
+        while alive(script_shell) and time.monotonic() < deadline:
             time.sleep(0.02)
         pids = {
             p.name: [int(w) for w in p.read_text().split()] for p in d.iterdir() if p.name in (*LONG_LIVED, "short")
         }
         watched = [pid for what in LONG_LIVED for pid in pids.get(what, [])]
-        while any(_alive(pid) for pid in watched) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in watched) and time.monotonic() < deadline:
             time.sleep(0.02)
         seconds = time.monotonic() - started
-        survivors = [f"{what} {pid}" for what in LONG_LIVED for pid in pids.get(what, []) if _alive(pid)]
+        survivors = [f"{what} {pid}" for what in LONG_LIVED for pid in pids.get(what, []) if alive(pid)]
     finally:
         if standin.poll() is None:
             os.killpg(standin.pid, signal.SIGKILL)

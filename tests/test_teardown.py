@@ -19,21 +19,13 @@ import anyio
 import pytest
 
 from remote_acp import ErrorKind, RemoteAcpError, open_session
-from tests.support.agents import fast_options, scripted
+from tests.support.agents import fast_options, give_up_on_turn, scripted
+from tests.support.orphans import alive
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return False
-    return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] != b"Z"
 
 
 async def dies_soon(pid: int, within: float = 2.0) -> bool:
@@ -170,10 +162,7 @@ async def test_open_permission_request_is_answered_cancelled_at_teardown(workspa
     options = fast_options(scripted("--record", str(record)), read_timeout_ms=200)
     async with open_session(workspace, options) as s:
         # The turn is abandoned while the agent's permission request is still unanswered.
-        async with s.turn("@ignore-cancel @sleep=0.5 @permission") as turn:
-            turn.cancel()
-            async for _ in turn:
-                pass
+        await give_up_on_turn(s, "@ignore-cancel @sleep=0.5 @permission")
         await anyio.sleep(0.6)  # the request arrives between turns
     answers = [json.loads(line) for line in record.read_text().splitlines()]
     answers = [a for a in answers if "method" not in a]

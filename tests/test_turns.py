@@ -24,7 +24,7 @@ from remote_acp import (
     TurnTimedOut,
     open_session,
 )
-from tests.support.agents import fast_options, scripted
+from tests.support.agents import fast_options, give_up_on_turn, scripted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -271,10 +271,7 @@ async def test_the_stall_bound_restarts_with_each_turn(workspace: str) -> None:
 async def test_events_between_turns_are_delivered_after_next_session_started(workspace: str) -> None:
     async with open_session(workspace, fast_options(scripted(), read_timeout_ms=300)) as s:
         # The agent keeps talking after we stopped waiting for the first turn.
-        async with s.turn("@sleep=0.6 @ignore-cancel late words") as turn:
-            turn.cancel()
-            async for _ in turn:
-                pass
+        await give_up_on_turn(s, "@sleep=0.6 @ignore-cancel late words")
         await anyio.sleep(0.8)
         events: list[Event] = []
         await s.run_turn("fresh", events.append)
@@ -349,10 +346,7 @@ async def test_output_after_an_over_long_line_stays_in_its_own_turn(workspace: s
 async def test_events_between_turns_are_bounded(workspace: str, caplog: pytest.LogCaptureFixture) -> None:
     async with open_session(workspace, fast_options(scripted(), read_timeout_ms=200)) as s:
         # The agent keeps streaming 12,000 chunks after the turn was settled without it.
-        async with s.turn("@sleep=0.3 @ignore-cancel @bulk=12000") as turn:
-            turn.cancel()
-            async for _ in turn:
-                pass
+        await give_up_on_turn(s, "@sleep=0.3 @ignore-cancel @bulk=12000")
         await anyio.sleep(1.5)
         events: list[Event] = []
         await s.run_turn("fresh", events.append)

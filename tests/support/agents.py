@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from remote_acp import SessionOptions
+from remote_acp import Session, SessionOptions, TurnResult
 
-__all__ = ["SDK_AGENT", "fast_options", "scripted", "sdk_agent"]
+__all__ = ["SDK_AGENT", "fast_options", "give_up_on_turn", "scripted", "sdk_agent"]
 
 SDK_AGENT = Path(__file__).resolve().parents[1] / "agents" / "sdk_agent.py"
 
@@ -36,3 +36,14 @@ def fast_options(command: list[str] | str, **overrides: Any) -> SessionOptions:
     }
     values.update(overrides)
     return SessionOptions(**values)
+
+
+async def give_up_on_turn(session: Session, prompt: str) -> TurnResult:
+    """Start a turn and cancel it at once; it settles within ``read_timeout_ms``. With an agent that
+    ignores the cancel, whatever it sends afterwards arrives between turns."""
+    async with session.turn(prompt) as turn:
+        turn.cancel()
+        async for _ in turn:
+            pass
+    assert turn.result is not None
+    return turn.result

@@ -13,12 +13,13 @@ import os
 import signal
 import time
 
-__all__ = ["MARKER_NAME", "find_marked", "kill_marked"]
+__all__ = ["MARKER_NAME", "alive", "find_marked", "kill_marked"]
 
 MARKER_NAME = "REMOTE_ACP_TEST_MARK"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (zombies count as dead)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
@@ -39,7 +40,7 @@ def find_marked(marker: str) -> list[int]:
                 environ = f.read()
         except OSError:
             continue
-        if needle in environ.split(b"\0") and _alive(int(name)):
+        if needle in environ.split(b"\0") and alive(int(name)):
             found.append(int(name))
     return found
 
