@@ -35,7 +35,7 @@ import anyio  # noqa: E402
 from remote_acp import SessionOptions, open_session  # noqa: E402
 
 if TYPE_CHECKING:
-    from remote_acp.session import Session
+    from remote_acp.session.core import Session
 
 IMPORTED = _rss()["rss_kib"]
 

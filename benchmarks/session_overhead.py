@@ -49,7 +49,7 @@ CLI_RUN_IMPORTS = (
 )
 # The library's modules that do not touch pydantic, with anyio's asyncio backend.
 NO_PYDANTIC_IMPORTS = (
-    "remote_acp.connection, remote_acp.normalize, remote_acp.turn, remote_acp.launch, "
+    "remote_acp.session.connection, remote_acp.protocol.normalize, remote_acp.session.turn, remote_acp.targets.launch, "
     "remote_acp.events, remote_acp.logs, anyio._backends._asyncio"
 )
 PYDANTIC_MODEL = "pydantic\nclass M(pydantic.BaseModel):\n    x: int"
@@ -144,7 +144,7 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
     contenders["python -c pass (interpreter start)"] = lambda: run_timed([PY, "-c", "pass"]).seconds
     contenders["remote-acp --version"] = lambda: run_timed([*cli, "--version"]).seconds
     contenders["import remote_acp"] = lambda: import_time(PY, "remote_acp")
-    contenders["import remote_acp.session (library)"] = lambda: import_time(PY, "remote_acp.session")
+    contenders["import remote_acp.session.core (library)"] = lambda: import_time(PY, "remote_acp.session.core")
     contenders[I_CLI] = lambda: import_time(PY, CLI_RUN_IMPORTS)
     contenders[W_CLI] = lambda: run_timed([PY, "-c", f"import {CLI_RUN_IMPORTS}"]).seconds
     contenders[I_PYDANTIC] = lambda: import_time(PY, PYDANTIC_MODEL)

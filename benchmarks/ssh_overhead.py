@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from remote_acp.launch import LocalTarget
 from remote_acp.options import SessionOptions
-from remote_acp.session import open_session
-from remote_acp.ssh import SshSettings, SshTarget
+from remote_acp.session.core import open_session
+from remote_acp.targets.launch import LocalTarget
+from remote_acp.targets.ssh import SshSettings, SshTarget
 
 from ._common import (
     ANCHORS,
@@ -67,8 +67,8 @@ if TYPE_CHECKING:
 
     from integration.sshlab import SshLab
     from remote_acp.errors import RemoteAcpError
-    from remote_acp.launch import LaunchSpec, LaunchTarget
-    from remote_acp.process import ExitStatus
+    from remote_acp.targets.launch import LaunchSpec, LaunchTarget
+    from remote_acp.targets.process import ExitStatus
 
 HOST = "lab1"
 WORKSPACE = "/tmp"

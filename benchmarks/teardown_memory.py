@@ -25,7 +25,7 @@ from pathlib import Path
 import anyio
 
 from remote_acp.options import SessionOptions
-from remote_acp.session import open_session
+from remote_acp.session.core import open_session
 
 from ._common import (
     ANCHORS,
@@ -61,10 +61,10 @@ BREAKDOWN = {
     "import pydantic": "import pydantic",
     "pydantic + one model class": "import pydantic\nclass M(pydantic.BaseModel):\n    x: int",
     "the library modules without pydantic + anyio.run": (
-        "import anyio, remote_acp.connection, remote_acp.normalize, remote_acp.turn, remote_acp.launch, "
-        "remote_acp.events, remote_acp.logs\nanyio.run(anyio.sleep, 0)"
+        "import anyio, remote_acp.session.connection, remote_acp.protocol.normalize, remote_acp.session.turn, "
+        "remote_acp.targets.launch, remote_acp.events, remote_acp.logs\nanyio.run(anyio.sleep, 0)"
     ),
-    "import remote_acp.session": "import remote_acp.session",
+    "import remote_acp.session.core": "import remote_acp.session.core",
     "import remote_acp.cli.run (CLI run path)": "import remote_acp.cli.run",
 }
 

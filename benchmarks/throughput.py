@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from remote_acp.framing import OVERSIZED, LineFramer
-from remote_acp.jsonrpc import JsonRpcPeer, Notification
-from remote_acp.normalize import Normalizer
 from remote_acp.options import SessionOptions
-from remote_acp.process import READ_SIZE
-from remote_acp.session import open_session
+from remote_acp.protocol.framing import OVERSIZED, LineFramer
+from remote_acp.protocol.jsonrpc import JsonRpcPeer, Notification
+from remote_acp.protocol.normalize import Normalizer
+from remote_acp.session.core import open_session
+from remote_acp.targets.process import READ_SIZE
 
 from ._common import (
     ANCHORS,

@@ -32,8 +32,8 @@ from remote_acp import (
     TurnFailed,
     open_session,
 )
-from remote_acp.jsonrpc import METHOD_NOT_FOUND
-from remote_acp.unattended import REFUSED_NOTICE
+from remote_acp.protocol.jsonrpc import METHOD_NOT_FOUND
+from remote_acp.protocol.unattended import REFUSED_NOTICE
 from tests.support.openai_mock import ErrorReply, TextReply, write_file_call
 from tests.support.orphans import MARKER_NAME, find_marked
 from tests.support.qwen import QWEN_VERSION

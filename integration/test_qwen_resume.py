@@ -32,8 +32,8 @@ from remote_acp import (
     TurnCompleted,
     open_session,
 )
-from remote_acp.continuation import NEGATIVE_CONTROL
-from remote_acp.jsonrpc import METHOD_NOT_FOUND
+from remote_acp.protocol.jsonrpc import METHOD_NOT_FOUND
+from remote_acp.session.continuation import NEGATIVE_CONTROL
 from tests.support.openai_mock import TextReply
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ async def test_load_replays_and_continues_a_saved_qwen_session(
 async def test_load_of_an_unknown_session_falls_back_to_a_new_one(
     workspace: str, tmp_path: Path, mock: OpenAIMock, wire: WireTap, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="remote_acp.continuation")
+    caplog.set_level(logging.DEBUG, logger="remote_acp.session.continuation")
     unknown = str(uuid.uuid4())
     mock.enqueue(TextReply("A fresh start."))
     events: list[Event] = []
@@ -227,7 +227,7 @@ async def test_load_of_an_unknown_session_falls_back_to_a_new_one(
 async def test_load_in_the_creation_minute_is_held_then_confirmed(
     workspace: str, tmp_path: Path, mock: OpenAIMock, wire: WireTap, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="remote_acp.continuation")
+    caplog.set_level(logging.INFO, logger="remote_acp.session.continuation")
     # The fake clock says the session is created 0.3 s before the end of a UTC minute, and no time
     # passes on it: the load that follows falls in the same minute and is held for 0.3 s.
     clock = FakeClock(datetime(2026, 11, 30, 12, 0, 59, 700_000, tzinfo=UTC))

@@ -37,8 +37,8 @@ from remote_acp import (
     TurnCompleted,
     open_session,
 )
-from remote_acp.ssh import SshSettings, SshTarget
-from remote_acp.unattended import REFUSED_NOTICE
+from remote_acp.protocol.unattended import REFUSED_NOTICE
+from remote_acp.targets.ssh import SshSettings, SshTarget
 from tests.support import openai_mock
 from tests.support.openai_mock import TextReply, write_file_call
 from tests.support.orphans import MARKER_NAME, find_marked

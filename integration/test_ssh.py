@@ -16,7 +16,7 @@ import pytest
 
 from integration.sshlab import SshLab, keygen
 from remote_acp import ErrorKind, Event, Notification, RemoteAcpError, SessionOptions, open_session
-from remote_acp.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh import SshSettings, SshTarget
 from tests.support.agents import fast_options, scripted
 from tests.support.orphans import alive
 

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .capabilities import Capability, CapabilityRecord, CapabilityState
-    from .continuation import OriginLedger
     from .errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
     from .events import (
         Event,
@@ -30,12 +28,13 @@ if TYPE_CHECKING:
         TurnInputRequired,
         TurnTimedOut,
     )
-    from .launch import LaunchSpec, LaunchTarget, LocalTarget
     from .options import SessionOptions
     from .session import Session, SessionInfo, open_session
-    from .ssh import SshSettings, SshTarget
-    from .turn import TurnResult, TurnStream
-    from .verification import CredentialVerdict, verify_credentials
+    from .session.capabilities import Capability, CapabilityRecord, CapabilityState
+    from .session.continuation import OriginLedger
+    from .session.turn import TurnResult, TurnStream
+    from .session.verification import CredentialVerdict, verify_credentials
+    from .targets import LaunchSpec, LaunchTarget, LocalTarget, SshSettings, SshTarget
 
 __all__ = (
     "Capability",
@@ -80,23 +79,23 @@ _HOME = {
     "ErrorKind": "errors",
     "RemoteAcpError": "errors",
     "retry_backoff_ms": "errors",
-    "LaunchSpec": "launch",
-    "LaunchTarget": "launch",
-    "LocalTarget": "launch",
+    "LaunchSpec": "targets",
+    "LaunchTarget": "targets",
+    "LocalTarget": "targets",
     "SessionOptions": "options",
     "Session": "session",
     "SessionInfo": "session",
-    "TurnStream": "turn",
+    "TurnStream": "session.turn",
     "open_session": "session",
-    "verify_credentials": "verification",
-    "CredentialVerdict": "verification",
-    "OriginLedger": "continuation",
-    "Capability": "capabilities",
-    "CapabilityRecord": "capabilities",
-    "CapabilityState": "capabilities",
-    "SshSettings": "ssh",
-    "SshTarget": "ssh",
-    "TurnResult": "turn",
+    "verify_credentials": "session.verification",
+    "CredentialVerdict": "session.verification",
+    "OriginLedger": "session.continuation",
+    "Capability": "session.capabilities",
+    "CapabilityRecord": "session.capabilities",
+    "CapabilityState": "session.capabilities",
+    "SshSettings": "targets",
+    "SshTarget": "targets",
+    "TurnResult": "session.turn",
     **dict.fromkeys(
         (
             "Event",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .framing import DEFAULT_MAX_LINE_BYTES
+from .protocol.framing import DEFAULT_MAX_LINE_BYTES
 
 __all__ = ["SessionOptions"]
 

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from remote_acp import Event, Notification, open_session
-from remote_acp.capabilities import Capability, CapabilityRecord, CapabilityState
+from remote_acp.session.capabilities import Capability, CapabilityRecord, CapabilityState
 from tests.support.agents import fast_options, give_up_on_turn, scripted
 
 NOTICE = "this session started with a declared capability gap in: "

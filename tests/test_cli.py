@@ -590,7 +590,7 @@ def test_text_logs_show_extra_fields() -> None:
 
     from remote_acp.cli.logging_setup import TextFormatter
 
-    record = logging.LogRecord("remote_acp.session", logging.WARNING, __file__, 1, "agent stderr", None, None)
+    record = logging.LogRecord("remote_acp.session.core", logging.WARNING, __file__, 1, "agent stderr", None, None)
     record.line = "boom"
     record.pid = 42
     assert TextFormatter().format(record) == "warning: agent stderr (line=boom pid=42)"

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp import ErrorKind, Event, Notification, RemoteAcpError, SessionStarted, open_session
-from remote_acp.continuation import NEGATIVE_CONTROL, OriginLedger
-from remote_acp.verification import verify_credentials
+from remote_acp.session.continuation import NEGATIVE_CONTROL, OriginLedger
+from remote_acp.session.verification import verify_credentials
 from tests.support.agents import fast_options, scripted, sdk_agent
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ async def test_no_continuation_advertised(workspace: str, state: Path, tmp_path:
 async def test_load_error_falls_back_and_is_told_apart_by_the_probe(
     workspace: str, state: Path, caplog: pytest.LogCaptureFixture, flag: str, code: int, log_line: str
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="remote_acp.continuation")
+    caplog.set_level(logging.DEBUG, logger="remote_acp.session.continuation")
     saved = await saved_session(workspace, state)
     agent = scripted("--state-dir", str(state), "--advertise", "load", flag)
     async with open_session(workspace, fast_options(agent), resume=saved, ledger=FRESH) as s:
@@ -189,7 +189,7 @@ async def test_sdk_agent_routes(workspace: str, advertise: str) -> None:
 async def test_load_of_a_session_created_here_waits_out_its_minute(
     workspace: str, state: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="remote_acp.continuation")
+    caplog.set_level(logging.INFO, logger="remote_acp.session.continuation")
     clock = FakeClock(datetime(2026, 11, 30, 12, 0, 59, 700_000, tzinfo=UTC))
     ledger = OriginLedger(clock)
     agent = fast_options(scripted("--state-dir", str(state), "--advertise", "load"))
@@ -262,9 +262,9 @@ async def test_verification_of_a_runtime_that_exits(workspace: str) -> None:
 
 
 async def test_a_late_replay_during_the_fallback_is_not_taken_for_the_new_session() -> None:
-    from remote_acp.capabilities import CapabilityRecord
-    from remote_acp.continuation import _fall_back
-    from remote_acp.normalize import Normalizer
+    from remote_acp.protocol.normalize import Normalizer
+    from remote_acp.session.capabilities import CapabilityRecord
+    from remote_acp.session.continuation import _fall_back
 
     normalizer = Normalizer(pid=1)
     normalizer.session_id = "old"  # the load that was not confirmed

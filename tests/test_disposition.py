@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from remote_acp.disposition import Disposition, choose_refusal, disposition_for_stop_reason
 from remote_acp.errors import RETRYABLE, ErrorKind
 from remote_acp.events import TurnCancelled, TurnCompleted, TurnFailed
+from remote_acp.protocol.disposition import Disposition, choose_refusal, disposition_for_stop_reason
 
 # -- stop reasons -------------------------------------------------------------------------------
 

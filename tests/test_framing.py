@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_acp.framing import DEFAULT_MAX_LINE_BYTES, OVERSIZED, LineFramer
+from remote_acp.protocol.framing import DEFAULT_MAX_LINE_BYTES, OVERSIZED, LineFramer
 
 if TYPE_CHECKING:
-    from remote_acp.framing import FrameItem
+    from remote_acp.protocol.framing import FrameItem
 
 
 def feed_all(framer: LineFramer, chunks: list[bytes], *, end: bool = True) -> list[FrameItem]:

@@ -51,7 +51,7 @@ import pytest
 from acp.schema import SessionNotification
 from pydantic import ValidationError
 
-from remote_acp.jsonrpc import (
+from remote_acp.protocol.jsonrpc import (
     Incoming,
     JsonRpcPeer,
     Malformed,
@@ -60,7 +60,7 @@ from remote_acp.jsonrpc import (
     Response,
     StrayResponse,
 )
-from remote_acp.normalize import Normalizer
+from remote_acp.protocol.normalize import Normalizer
 
 if TYPE_CHECKING:
     from remote_acp.events import Event

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from remote_acp.jsonrpc import (
+from remote_acp.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from remote_acp.errors import ErrorKind, RemoteAcpError
-from remote_acp.launch import LaunchSpec, LocalTarget, check_local_workspace, command_argv, resolve_program
-from remote_acp.stderr_tail import secret_values
+from remote_acp.masking import secret_values
+from remote_acp.targets.launch import LaunchSpec, LocalTarget, check_local_workspace, command_argv, resolve_program
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

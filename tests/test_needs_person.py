@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from remote_acp import ErrorKind, Event, Malformed, Notification, TurnCompleted, TurnInputRequired, open_session
-from remote_acp.unattended import ELICITATION_NOTICE, NO_REFUSAL_NOTICE, REFUSED_NOTICE
+from remote_acp.protocol.unattended import ELICITATION_NOTICE, NO_REFUSAL_NOTICE, REFUSED_NOTICE
 from tests.support.agents import fast_options, scripted
 
 pytestmark = pytest.mark.anyio
@@ -110,7 +110,7 @@ async def test_request_between_turns_ends_the_next_turn_without_a_prompt(workspa
 
 
 async def test_log_names_the_unknown_request(workspace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="remote_acp.session")
+    caplog.set_level(logging.DEBUG, logger="remote_acp.session.core")
     async with open_session(workspace, fast_options(scripted())) as s:
         assert (await s.run_turn("@vendor-request ok")).ok
     assert any(

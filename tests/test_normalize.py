@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remote_acp.events import Event, Malformed, Notification, OtherMessage, ToolResult
-from remote_acp.normalize import MESSAGE_CAP, TOOL_KINDS, Normalizer, cap_text, normalize_tool_kind
+from remote_acp.protocol.normalize import MESSAGE_CAP, TOOL_KINDS, Normalizer, cap_text, normalize_tool_kind
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PID = 4242

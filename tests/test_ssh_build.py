@@ -32,9 +32,9 @@ import anyio
 import pytest
 
 from remote_acp.errors import ErrorKind, RemoteAcpError
-from remote_acp.launch import LaunchSpec
-from remote_acp.process import ExitStatus
-from remote_acp.ssh import (
+from remote_acp.targets.launch import LaunchSpec
+from remote_acp.targets.process import ExitStatus
+from remote_acp.targets.ssh import (
     Destination,
     HostKeyPolicy,
     SshSettings,
@@ -45,7 +45,7 @@ from remote_acp.ssh import (
     remote_script,
     ssh_argv,
 )
-from remote_acp.ssh_config import effective_host_key_policy, fallback_config_dir, write_fallback_config
+from remote_acp.targets.ssh_config import effective_host_key_policy, fallback_config_dir, write_fallback_config
 from tests.support.orphans import MARKER_NAME, alive, kill_marked
 
 if TYPE_CHECKING:
@@ -1416,7 +1416,7 @@ def test_prepare_never_passes_a_policy_of_ours_and_warns_when_the_config_turns_c
     tmp_path: Path, caplog: pytest.LogCaptureFixture, printed: str, warned: bool
 ) -> None:
     fake_ssh(tmp_path / "bin", printed)
-    with caplog.at_level(logging.WARNING, logger="remote_acp.ssh"):
+    with caplog.at_level(logging.WARNING, logger="remote_acp.targets.ssh"):
         spec = prepare(SshTarget("build", environ=environ_with(tmp_path / "bin")), ["agent"], "/srv/ws")
     assert spec.argv[1:3] == ["-F", str(fallback_path(tmp_path, None))]
     assert not [word for word in spec.argv if "StrictHostKeyChecking" in word]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remote_acp.stderr_tail import MASK, StderrTail, mask_secrets, secret_values
+from remote_acp.masking import MASK, mask_secrets, secret_values
+from remote_acp.targets.stderr_tail import StderrTail
 
 
 def test_mask_is_three_stars() -> None:

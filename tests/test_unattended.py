@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from remote_acp.unattended import (
+from remote_acp.protocol.unattended import (
     CANCELLED_OUTCOME,
     ELICITATION_NOTICE,
     GATED_TOOLS_NOTICE,

@@ -17,7 +17,7 @@ from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 from .streams import tolerant
 
 if TYPE_CHECKING:
-    from ..launch import LaunchTarget
+    from ..targets.launch import LaunchTarget
 
 __all__ = ["main"]
 
@@ -160,7 +160,7 @@ def run(
         raise click.UsageError(str(exc)) from None
     target: LaunchTarget | None = None
     if host is not None:
-        from ..ssh import SshSettings, SshTarget
+        from ..targets.ssh import SshSettings, SshTarget
 
         try:
             settings = SshSettings(

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import RemoteAcpError
-from ..session import Session, open_session
+from ..session.core import Session, open_session
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
 from .history import HistoryError, SessionHistory, SessionRecord
 from .render import HumanRenderer, JsonRenderer, OutputError
 from .streams import tolerant
 
 if TYPE_CHECKING:
-    from ..launch import LaunchTarget
     from ..options import SessionOptions
+    from ..targets.launch import LaunchTarget
 
 __all__ = ["RunRequest", "run_prompts"]
 

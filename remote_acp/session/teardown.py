@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .jsonrpc import METHOD_NOT_FOUND
-from .unattended import CANCELLED_OUTCOME
+from ..protocol.jsonrpc import METHOD_NOT_FOUND
+from ..protocol.unattended import CANCELLED_OUTCOME
 
 if TYPE_CHECKING:
+    from ..logs import ContextLogger
+    from ..targets.process import AgentProcess
     from .connection import AgentConnection
-    from .logs import ContextLogger
-    from .process import AgentProcess
 
 __all__ = ["ProtocolClose", "stop_agent"]
 

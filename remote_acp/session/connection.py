@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from .framing import OVERSIZED, FrameItem, LineFramer
-from .jsonrpc import (
+from ..protocol.framing import OVERSIZED, FrameItem, LineFramer
+from ..protocol.jsonrpc import (
     JsonObject,
     JsonRpcPeer,
     Malformed,
@@ -31,14 +31,14 @@ from .jsonrpc import (
     Response,
     StrayResponse,
 )
-from .process import AgentProcess, PipeClosed
+from ..targets.process import AgentProcess, PipeClosed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 __all__ = ["AgentConnection", "ConnectionHandler", "PendingCall", "WriteTicket"]
 
-log = logging.getLogger("remote_acp.connection")
+log = logging.getLogger("remote_acp.session.connection")
 
 OUTPUT_ABANDONED = "the agent runtime exited before the session finished collecting its output"
 STREAM_ENDED = "the agent's connection ended before a response arrived"

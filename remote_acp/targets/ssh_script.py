@@ -1,7 +1,7 @@
 """The script the remote shell runs for a session: enter the workspace, import the carried
 environment, start the agent and supervise it. Pure text, built by :func:`remote_script`.
 
-See :mod:`remote_acp.ssh` for the theory of operation and what the host needs.
+See :mod:`remote_acp.targets.ssh` for the theory of operation and what the host needs.
 """
 
 from __future__ import annotations

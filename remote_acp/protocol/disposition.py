@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import ErrorKind
-from .events import TurnCancelled, TurnCompleted, TurnEnded, TurnFailed
+from ..errors import ErrorKind
+from ..events import TurnCancelled, TurnCompleted, TurnEnded, TurnFailed
 from .normalize import cap_text
 
 __all__ = ["Disposition", "choose_refusal", "disposition_for_stop_reason"]

@@ -8,31 +8,14 @@ API key in a crash report does not leak it into our logs.
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
+
+from ..masking import mask_secrets
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
-__all__ = ["MASK", "StderrTail", "mask_secrets", "secret_values"]
-
-MASK: Final = "***"
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.IGNORECASE)
-_MIN_SECRET_LEN: Final = 4  # shorter values ("1", "yes") would mask ordinary words
-
-
-def secret_values(env: Mapping[str, str], *, any_name: bool = False) -> tuple[str, ...]:
-    """Values of variables whose names look secret (or of all, with ``any_name``), longest
-    first so overlapping values mask fully. Values too short to mask safely are left out."""
-    found = {v for k, v in env.items() if (any_name or _SECRET_NAME.search(k)) and len(v) >= _MIN_SECRET_LEN}
-    return tuple(sorted(found, key=len, reverse=True))
-
-
-def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    for value in secrets:
-        if value in text:
-            text = text.replace(value, MASK)
-    return text
+__all__ = ["StderrTail"]
 
 
 class StderrTail:

@@ -15,7 +15,7 @@ from typing import Final
 
 __all__ = ["Capability", "CapabilityRecord", "CapabilityState"]
 
-log = logging.getLogger("remote_acp.capabilities")
+log = logging.getLogger("remote_acp.session.capabilities")
 
 
 class Capability(enum.Enum):

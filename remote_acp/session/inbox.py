@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .events import Event, Malformed, Notification, SessionStarted, utc_now
-from .jsonrpc import METHOD_NOT_FOUND, Request
-from .stderr_tail import mask_secrets
+from ..events import Event, Malformed, Notification, SessionStarted, utc_now
+from ..masking import mask_secrets
+from ..protocol.jsonrpc import METHOD_NOT_FOUND, Request
+from ..protocol.unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
 from .turn import ActiveTurn, Ending
-from .unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
 
 if TYPE_CHECKING:
+    from ..logs import ContextLogger
+    from ..protocol.jsonrpc import Malformed as MalformedLine
+    from ..protocol.normalize import Normalizer
     from .connection import AgentConnection
-    from .jsonrpc import Malformed as MalformedLine
-    from .logs import ContextLogger
-    from .normalize import Normalizer
 
 __all__ = ["QUEUE_BOUND", "Inbox"]
 
@@ -34,7 +34,7 @@ QUEUE_BOUND = 10_000
 
 
 class Inbox:
-    """The session's :class:`~remote_acp.connection.ConnectionHandler`."""
+    """The session's :class:`~remote_acp.session.connection.ConnectionHandler`."""
 
     def __init__(self, normalizer: Normalizer, log: ContextLogger, *, tool_servers_delivered: int = 0) -> None:
         self.normalizer = normalizer

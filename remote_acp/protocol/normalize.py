@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .events import Event, Malformed, Notification, OtherMessage, ToolResult, utc_now
+from ..events import Event, Malformed, Notification, OtherMessage, ToolResult, utc_now
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -1,6 +1,6 @@
 """Host-key policy through ssh configuration: our default as a fallback the user's settings beat.
 
-See :mod:`remote_acp.ssh` ("Host keys") for why the default travels in a generated config file.
+See :mod:`remote_acp.targets.ssh` ("Host keys") for why the default travels in a generated config file.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from .errors import ErrorKind, RemoteAcpError
+from ..errors import ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

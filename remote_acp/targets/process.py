@@ -18,13 +18,13 @@ import os
 import secrets
 import signal
 import subprocess
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 
+from ..errors import ErrorKind, RemoteAcpError
 from . import process_tree
-from .errors import ErrorKind, RemoteAcpError
+from .exit_status import ExitStatus
 from .stderr_tail import StderrTail
 
 if TYPE_CHECKING:
@@ -40,25 +40,6 @@ _POLL_INTERVAL = 0.02
 
 class PipeClosed(Exception):
     """A write to the agent's stdin failed: the agent closed it, exited, or we closed it."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExitStatus:
-    """How the process ended: an exit code or a signal number."""
-
-    code: int | None
-    signal: int | None = None
-
-    def describe(self) -> str:
-        if self.code is None and self.signal is None:
-            return "an unknown exit status (the process was reaped elsewhere)"
-        if self.signal is not None:
-            try:
-                name = signal.Signals(self.signal).name
-            except ValueError:
-                name = str(self.signal)
-            return f"killed by signal {name}"
-        return f"exit status {self.code}"
 
 
 class AgentProcess:

@@ -20,27 +20,27 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..errors import ErrorKind, RemoteAcpError
+from ..events import Event, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
+from ..logs import ContextLogger
+from ..masking import mask_secrets
+from ..protocol.disposition import disposition_for_stop_reason
+from ..protocol.normalize import Normalizer
+from ..protocol.wire import InitializeResult, prompt_params
+from ..targets.launch import LaunchTarget, LocalTarget
+from ..targets.process import AgentProcess
 from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
 from .continuation import ORIGINS, Continuation, OriginLedger, continue_session, route_for
-from .disposition import disposition_for_stop_reason
-from .errors import ErrorKind, RemoteAcpError
-from .events import Event, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
 from .handshake import Handshake
 from .inbox import Inbox
-from .launch import LaunchTarget, LocalTarget
-from .logs import ContextLogger
-from .normalize import Normalizer
-from .process import AgentProcess
-from .stderr_tail import mask_secrets
 from .teardown import ProtocolClose, stop_agent
 from .turn import ActiveTurn, Ending, TurnResult, TurnStream
-from .wire import InitializeResult, prompt_params
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from .options import SessionOptions
+    from ..options import SessionOptions
 
 __all__ = ["Session", "SessionInfo", "open_session"]
 
@@ -87,12 +87,12 @@ class Session:
         self._verification = verification
         self._ledger = ledger
         self.capabilities = CapabilityRecord(remote=target.remote)
-        """What this session can deliver; only ever lowers (see :mod:`remote_acp.capabilities`)."""
+        """What this session can deliver; only ever lowers (see :mod:`remote_acp.session.capabilities`)."""
         self._workspace = workspace
         self._options = options
         self._read_s = options.read_timeout_ms / 1000
         self.log = ContextLogger(
-            logging.getLogger("remote_acp.session"), {"host": target.label, "component": "session"}
+            logging.getLogger("remote_acp.session.core"), {"host": target.label, "component": "session"}
         )
         self._process: AgentProcess | None = None
         self._conn: AgentConnection | None = None
@@ -414,7 +414,7 @@ class Session:
     # -- teardown -----------------------------------------------------------------------------
 
     async def _teardown(self) -> None:
-        """Stop the session in the fixed order (see :mod:`remote_acp.teardown`)."""
+        """Stop the session in the fixed order (see :mod:`remote_acp.session.teardown`)."""
         with anyio.CancelScope(shield=True):
             if self._torn_down:
                 return

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from .errors import ErrorKind, RemoteAcpError
-from .events import Event, TurnCancelled, TurnEnded, TurnFailed, TurnInputRequired, TurnTimedOut
+from ..errors import ErrorKind, RemoteAcpError
+from ..events import Event, TurnCancelled, TurnEnded, TurnFailed, TurnInputRequired, TurnTimedOut
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -43,7 +43,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
-from .errors import ErrorKind, RemoteAcpError
+from ..errors import ErrorKind, RemoteAcpError
+from ..masking import secret_values
 from .launch import LaunchSpec, command_argv
 from .ssh_config import (
     effective_host_key_policy,
@@ -61,12 +62,11 @@ from .ssh_script import (
     remote_script,
     validate_env_names,
 )
-from .stderr_tail import secret_values
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .process import ExitStatus
+    from .exit_status import ExitStatus
 
 __all__ = [
     "Destination",
@@ -80,7 +80,7 @@ __all__ = [
     "ssh_argv",
 ]
 
-log = logging.getLogger("remote_acp.ssh")
+log = logging.getLogger("remote_acp.targets.ssh")
 
 HostKeyPolicy = Literal["accept-new", "yes", "no"]
 

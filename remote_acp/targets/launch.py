@@ -15,13 +15,13 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import ErrorKind, RemoteAcpError
-from .stderr_tail import secret_values
+from ..errors import ErrorKind, RemoteAcpError
+from ..masking import secret_values
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .process import ExitStatus
+    from .exit_status import ExitStatus
 
 __all__ = [
     "LaunchSpec",

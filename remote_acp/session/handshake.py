@@ -13,16 +13,23 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from ._version import __version__
-from .errors import ErrorKind, RemoteAcpError
-from .stderr_tail import mask_secrets
-from .wire import PROTOCOL_VERSION, InitializeResult, WireError, initialize_params, parse_initialize, parse_new_session
+from .._version import __version__
+from ..errors import ErrorKind, RemoteAcpError
+from ..masking import mask_secrets
+from ..protocol.wire import (
+    PROTOCOL_VERSION,
+    InitializeResult,
+    WireError,
+    initialize_params,
+    parse_initialize,
+    parse_new_session,
+)
 
 if TYPE_CHECKING:
+    from ..protocol.jsonrpc import Response
+    from ..targets.launch import LaunchTarget
+    from ..targets.process import AgentProcess
     from .connection import AgentConnection
-    from .jsonrpc import Response
-    from .launch import LaunchTarget
-    from .process import AgentProcess
 
 __all__ = ["CREDENTIAL_REFUSED", "Handshake"]
 

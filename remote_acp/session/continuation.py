@@ -32,14 +32,14 @@ from .capabilities import Capability, CapabilityRecord
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..protocol.jsonrpc import Response
+    from ..protocol.normalize import Normalizer
+    from ..protocol.wire import InitializeResult
     from .handshake import Handshake
-    from .jsonrpc import Response
-    from .normalize import Normalizer
-    from .wire import InitializeResult
 
 __all__ = ["NEGATIVE_CONTROL", "ORIGINS", "Continuation", "OriginLedger", "continue_session", "route_for"]
 
-log = logging.getLogger("remote_acp.continuation")
+log = logging.getLogger("remote_acp.session.continuation")
 
 NEGATIVE_CONTROL: Final = "_remote-acp/probe/unimplemented"
 _RETENTION = timedelta(minutes=2)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .session import open_session
+from .core import open_session
 
 if TYPE_CHECKING:
-    from .launch import LaunchTarget
-    from .options import SessionOptions
+    from ..options import SessionOptions
+    from ..targets.launch import LaunchTarget
 
 __all__ = ["CredentialVerdict", "verify_credentials"]
 
