@@ -9,6 +9,7 @@ pydantic's) are translated where they arise and never reach the caller.
 from __future__ import annotations
 
 import enum
+import random
 
 __all__ = [
     "RETRYABLE",
@@ -65,14 +66,16 @@ RETRYABLE: frozenset[ErrorKind] = frozenset(
 
 
 def retry_backoff_ms(attempt: int, max_retry_backoff_ms: int = 300_000) -> int:
-    """Return the wait before retry number ``attempt`` (1-based): ``min(10 s * 2^(attempt-1), cap)``.
+    """Return the wait before retry number ``attempt`` (1-based): ``min(10 s * 2^(attempt-1), cap)``,
+    less up to a fifth at random, so many sessions failing together do not retry in lockstep.
 
     :raises ValueError: if ``attempt`` is below 1.
     """
     if attempt < 1:
         raise ValueError(f"retry attempts count from 1, got {attempt}")
     # Cap the exponent too, so a huge attempt number cannot build a huge integer.
-    return min(10_000 << min(attempt - 1, 40), max_retry_backoff_ms)
+    ceiling = min(10_000 << min(attempt - 1, 40), max_retry_backoff_ms)
+    return ceiling - random.randrange(ceiling // 5 + 1)
 
 
 class RemoteAcpError(Exception):
@@ -82,16 +85,19 @@ class RemoteAcpError(Exception):
     part of ``str(error)`` so a log line or terminal shows it without extra work.
     """
 
-    def __init__(self, kind: ErrorKind, message: str, *, detail: str = "") -> None:
+    def __init__(self, kind: ErrorKind, message: str, *, detail: str = "", retryable: bool | None = None) -> None:
         self.kind = kind
         self.message = message
         self.detail = detail
+        self._retryable = retryable
         super().__init__(f"{message}: {detail}" if detail else message)
 
     @property
     def retryable(self) -> bool:
-        """Whether a fresh attempt can succeed (see :data:`RETRYABLE`)."""
-        return self.kind in RETRYABLE
+        """Whether a fresh attempt can succeed: the kind's class (see :data:`RETRYABLE`), unless
+        the failure itself says otherwise (a caller's own misuse, a protocol version this client
+        cannot speak, input no retry can make valid)."""
+        return self.kind in RETRYABLE if self._retryable is None else self._retryable
 
     def backoff_ms(self, attempt: int, max_retry_backoff_ms: int = 300_000) -> int | None:
         """The wait before retry ``attempt``, or ``None`` when this error is not retryable."""

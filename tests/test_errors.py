@@ -69,7 +69,14 @@ def test_error_retryable_follows_its_kind(kind: ErrorKind) -> None:
     ],
 )
 def test_backoff_with_the_default_cap(attempt: int, expected: int) -> None:
-    assert retry_backoff_ms(attempt) == expected
+    waits = {retry_backoff_ms(attempt) for _ in range(200)}
+    assert all(expected * 4 // 5 <= wait <= expected for wait in waits)
+
+
+def test_backoff_is_jittered_so_failures_together_do_not_retry_together() -> None:
+    waits = {retry_backoff_ms(3) for _ in range(200)}
+    assert len(waits) > 50
+    assert min(waits) < 36_000 and max(waits) > 38_000
 
 
 @pytest.mark.parametrize(
@@ -85,12 +92,19 @@ def test_backoff_with_the_default_cap(attempt: int, expected: int) -> None:
     ],
 )
 def test_backoff_with_a_custom_cap(attempt: int, cap: int, expected: int) -> None:
-    assert retry_backoff_ms(attempt, cap) == expected
+    assert expected * 4 // 5 <= retry_backoff_ms(attempt, cap) <= expected
 
 
 def test_backoff_for_a_huge_attempt_number_is_the_cap() -> None:
-    assert retry_backoff_ms(10**9) == 300_000
-    assert retry_backoff_ms(10**18, 123_456) == 123_456
+    assert 240_000 <= retry_backoff_ms(10**9) <= 300_000
+    assert 98_764 <= retry_backoff_ms(10**18, 123_456) <= 123_456
+
+
+@pytest.mark.parametrize("kind", list(ErrorKind))
+def test_a_failure_can_overrule_its_kinds_retry_class(kind: ErrorKind) -> None:
+    assert RemoteAcpError(kind, "x", retryable=False).retryable is False
+    assert RemoteAcpError(kind, "x", retryable=False).backoff_ms(1) is None
+    assert RemoteAcpError(kind, "x", retryable=True).retryable is True
 
 
 @pytest.mark.parametrize("attempt", [0, -1, -100])
