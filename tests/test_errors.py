@@ -132,16 +132,10 @@ def test_error_without_detail() -> None:
 
 def test_backoff_of_a_retryable_error() -> None:
     error = RemoteAcpError(ErrorKind.RESPONSE_TIMEOUT, "no answer")
-    assert [error.backoff_ms(n) for n in range(1, 8)] == [
-        10_000,
-        20_000,
-        40_000,
-        80_000,
-        160_000,
-        300_000,
-        300_000,
-    ]
-    assert error.backoff_ms(3, 30_000) == 30_000
+    ceilings = [10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000]
+    for attempt, ceiling in enumerate(ceilings, start=1):
+        backoff = error.backoff_ms(attempt)
+        assert backoff is not None and ceiling * 4 // 5 <= backoff <= ceiling
 
 
 @pytest.mark.parametrize("kind", sorted(ErrorKind, key=str))
