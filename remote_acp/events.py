@@ -30,6 +30,7 @@ __all__ = [
     "TurnEnded",
     "TurnFailed",
     "TurnInputRequired",
+    "TurnNotStarted",
     "TurnTimedOut",
     "utc_now",
 ]
@@ -165,10 +166,19 @@ class TurnInputRequired(TurnEnded):
     type: ClassVar[str] = "turn_input_required"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnNotStarted(TurnEnded):
+    """The prompt never reached the agent (a turn already in flight, the connection gone, the
+    prompt not taken in time): the only event of such a turn."""
+
+    type: ClassVar[str] = "turn_not_started"
+
+
 TERMINAL_EVENTS: tuple[type[TurnEnded], ...] = (
     TurnCompleted,
     TurnFailed,
     TurnCancelled,
     TurnTimedOut,
     TurnInputRequired,
+    TurnNotStarted,
 )
