@@ -363,3 +363,34 @@ def test_relative_program_is_resolved_where_it_will_run(
     assert spec.cwd == ws
     assert os.path.samefile(os.path.join(ws, spec.argv[0]), program)
     assert spec.argv[1:] == ["--acp"]
+
+
+# -- NUL bytes: misconfigured, never retryable, refused before anything starts ------------------
+
+
+def test_nul_in_the_workspace_is_invalid_workspace(agent_bin: Path, ws: str) -> None:
+    with raises_kind(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path contains a NUL character") as info:
+        prepare(LocalTarget(), ["my-agent"], ws + "\0/x")
+    assert not info.value.retryable
+
+
+@pytest.mark.parametrize("command", ["my-agent --x=\0", ["my-agent", "a\0b"]])
+def test_nul_in_the_command_is_agent_not_found(agent_bin: Path, ws: str, command: str | list[str]) -> None:
+    with raises_kind(ErrorKind.AGENT_NOT_FOUND, "the agent command contains a NUL character") as info:
+        prepare(LocalTarget(), command, ws)
+    assert not info.value.retryable
+
+
+def test_nul_in_an_environment_value_is_agent_not_found_without_the_value(agent_bin: Path, ws: str) -> None:
+    target = LocalTarget(extra_env={"MY_API_KEY": "sk-secret-value\0tail"})
+    message = "the agent's environment gives MY_API_KEY a value with a NUL character"
+    with raises_kind(ErrorKind.AGENT_NOT_FOUND, message) as info:
+        prepare(target, ["my-agent"], ws)
+    assert not info.value.retryable
+
+
+@pytest.mark.parametrize("name", ["", "A=B", "A\0B"])
+def test_an_environment_name_no_process_can_have_is_agent_not_found(agent_bin: Path, ws: str, name: str) -> None:
+    message = "the agent's environment has a variable name that cannot be set"
+    with raises_kind(ErrorKind.AGENT_NOT_FOUND, message):
+        prepare(LocalTarget(extra_env={name: "v"}), ["my-agent"], ws)

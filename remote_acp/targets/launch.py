@@ -9,6 +9,7 @@ target too, in :meth:`LaunchTarget.exit_error`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -27,7 +28,9 @@ __all__ = [
     "LaunchSpec",
     "LaunchTarget",
     "LocalTarget",
+    "check_env_text",
     "check_local_workspace",
+    "check_workspace_text",
     "command_argv",
     "resolve_program",
 ]
@@ -67,6 +70,11 @@ class LaunchTarget(Protocol):
 
         :raises RemoteAcpError: ``invalid_workspace_cwd`` or ``agent_not_found``.
         """
+        ...
+
+    def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held by the session from the spawn to the end of ``initialize``: a target whose host
+        refuses too many connection attempts at once makes starts beyond its limit wait here."""
         ...
 
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
@@ -112,13 +120,36 @@ def resolve_program(program: str, path: str | None, cwd: str | None = None) -> s
     return found
 
 
-def check_local_workspace(workspace: str) -> str:
-    """The workspace, if it is a non-empty absolute path to an existing directory.
+def check_workspace_text(workspace: str) -> None:
+    """Refuse a workspace no directory can have: empty, or holding a NUL character.
 
     :raises RemoteAcpError: ``invalid_workspace_cwd``.
     """
     if not workspace or not workspace.strip():
         raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path is empty")
+    if "\0" in workspace:
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path contains a NUL character")
+
+
+def check_env_text(env: Mapping[str, str], what: str) -> None:
+    """Refuse an environment no process can be given: a NUL anywhere, or ``=`` in a name. Only
+    the name is quoted in the message (the value may be a secret).
+
+    :raises RemoteAcpError: ``agent_not_found`` (the launch is misconfigured; retrying cannot help).
+    """
+    for name, value in env.items():
+        if not name or "\0" in name or "=" in name:
+            raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"{what} has a variable name that cannot be set")
+        if "\0" in value:
+            raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"{what} gives {name} a value with a NUL character")
+
+
+def check_local_workspace(workspace: str) -> str:
+    """The workspace, if it is a non-empty absolute path to an existing directory.
+
+    :raises RemoteAcpError: ``invalid_workspace_cwd``.
+    """
+    check_workspace_text(workspace)
     if not os.path.isabs(workspace):
         raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute")
     if not os.path.exists(workspace):
@@ -159,8 +190,12 @@ class LocalTarget:
         cwd = check_local_workspace(workspace)
         argv = command_argv(command)
         env = self.environment()
+        check_env_text(env, "the agent's environment")
         argv[0] = resolve_program(argv[0], env.get("PATH", os.defpath), cwd)
         return LaunchSpec(argv=argv, env=env, cwd=cwd, target=self.label, secrets=secret_values(env))
+
+    def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
 
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
         return None

@@ -24,6 +24,17 @@ daemon reparented to init). A host without ``/proc`` needs a ``ps`` that knows
 parent links alone. Either way a descendant that both cleared its environment and lost its
 parent chain to the agent is out of reach.
 
+Connection sharing: none. A session's ssh never uses a ControlMaster the user's configuration
+sets up, and never becomes one (``-o ControlMaster=no -o ControlPath=none`` on the command line,
+where they win over any ssh_config). A mux client hands its pipes to the master, so our teardown,
+which ends whatever holds the agent's pipes, would kill the user's master and every other session
+riding on it; and a master we started would outlive the session. A session lasts long enough
+that the saved handshake (about 0.3 s) does not pay for that.
+
+Concurrent starts: sshd refuses handshakes beyond its ``MaxStartups``, so at most
+:attr:`SshSettings.max_concurrent_starts` sessions per host start at once in this process
+(:meth:`SshTarget.start_slot`, :mod:`remote_acp.targets.start_slots`).
+
 Host keys: an explicit :attr:`SshSettings.host_key_policy` goes on the command line, where it
 wins over any ssh_config. Without one, ssh gets (``-F``) a small generated config that includes
 the files ssh would have read (the explicit config file, else ``~/.ssh/config`` and
@@ -45,7 +56,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from ..errors import ErrorKind, RemoteAcpError
 from ..masking import secret_values
-from .launch import LaunchSpec, command_argv
+from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
 from .ssh_config import (
     effective_host_key_policy,
     fallback_config_dir,
@@ -62,8 +73,10 @@ from .ssh_script import (
     remote_script,
     validate_env_names,
 )
+from .start_slots import start_slot
 
 if TYPE_CHECKING:
+    import contextlib
     from collections.abc import Mapping, Sequence
 
     from .exit_status import ExitStatus
@@ -85,7 +98,13 @@ log = logging.getLogger("remote_acp.targets.ssh")
 HostKeyPolicy = Literal["accept-new", "yes", "no"]
 
 SSH_FAILED: Final = 255
-_NUMERIC_SETTINGS: Final = ("connect_timeout_s", "server_alive_interval_s", "server_alive_count_max", "kill_grace_s")
+_NUMERIC_SETTINGS: Final = (
+    "connect_timeout_s",
+    "server_alive_interval_s",
+    "server_alive_count_max",
+    "kill_grace_s",
+    "max_concurrent_starts",
+)
 _POLICIES: Final = ("accept-new", "yes", "no")
 
 
@@ -159,6 +178,10 @@ class SshSettings:
     """Names of local environment variables carried to the agent over stdin (never on argv)."""
     kill_grace_s: int = 3
     """On the host: how long the agent's tree gets after SIGTERM before SIGKILL."""
+    max_concurrent_starts: int = 8
+    """How many sessions may be starting (connecting through ``initialize``) on one host at once,
+    counted across every target of this process; more wait. Below sshd's default ``MaxStartups``
+    (10), with room for other clients."""
 
     def __post_init__(self) -> None:
         if self.host_key_policy is not None and self.host_key_policy not in _POLICIES:
@@ -195,6 +218,9 @@ def ssh_argv(
         "-o", f"ServerAliveInterval={settings.server_alive_interval_s}",
         "-o", f"ServerAliveCountMax={settings.server_alive_count_max}",
         "-o", "LogLevel=ERROR",
+        # No connection sharing: neither a client of the user's ControlMaster nor one ourselves.
+        "-o", "ControlMaster=no",
+        "-o", "ControlPath=none",
     ]  # fmt: skip
     if settings.host_key_policy is not None:
         argv += ["-o", f"StrictHostKeyChecking={settings.host_key_policy}"]
@@ -226,16 +252,19 @@ class SshTarget:
 
     async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
         destination = parse_destination(self.host)
-        if not workspace or not workspace.strip():
-            raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace path is empty")
+        check_workspace_text(workspace)
         if not workspace.startswith("/"):
             raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute")
         if isinstance(command, str):
             if not command.strip():
                 raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only")
+            if "\0" in command:
+                raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command contains a NUL character")
         else:
             command_argv(list(command))
         environ = dict(os.environ if self.environ is None else self.environ)
+        # Covers the carried values too: they are read from this environment.
+        check_env_text(environ, "the local ssh's environment")
         ssh = shutil.which("ssh", path=environ.get("PATH", os.defpath))
         if ssh is None:
             raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "ssh binary not found on this host's PATH")
@@ -281,6 +310,17 @@ class SshTarget:
             )
         return config
 
+    def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """One of the host's start slots (see :attr:`SshSettings.max_concurrent_starts`).
+
+        Starts are counted per sshd: the address and port as written, without the user (sshd's
+        limit is the same for every user), and per ssh_config file (an alias means what its file
+        says). Two aliases of one host are counted apart.
+
+        :raises RemoteAcpError: ``agent_not_found`` for a destination :func:`parse_destination` refuses.
+        """
+        return start_slot(start_key(self.host, self.settings), self.settings.max_concurrent_starts)
+
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
         if status.code == SSH_FAILED and not agent_wrote:
             return RemoteAcpError(ErrorKind.PORT_EXIT, "ssh connection failed", detail=stderr)
@@ -295,6 +335,16 @@ class SshTarget:
                 ErrorKind.PORT_EXIT, f"the agent runtime on {self.label} was killed by a signal", detail=stderr
             )
         return None
+
+
+def start_key(host: str, settings: SshSettings) -> str:
+    """The key :meth:`SshTarget.start_slot` counts starts under."""
+    destination = parse_destination(host)
+    address = destination.host.rpartition("@")[2]
+    config = settings.config_file or ""
+    if config and config.lower() != "none":
+        config = os.path.abspath(config)
+    return f"{address} port {destination.port or 'default'} config {config}"
 
 
 def ssh_config_file(settings: SshSettings) -> str | None:

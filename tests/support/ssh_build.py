@@ -1,0 +1,101 @@
+"""Helpers shared by the tests of the ssh target's pure parts (``tests/test_ssh_*.py``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import shlex
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from remote_acp.errors import ErrorKind, RemoteAcpError
+from remote_acp.targets.launch import LaunchSpec
+from remote_acp.targets.ssh import SshTarget, fallback_config_text
+from tests.support.orphans import MARKER_NAME
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+__all__ = [
+    "BASE_OPTIONS",
+    "CONTROL_OPTIONS",
+    "RUN_TIMEOUT_S",
+    "SIGNAL_MARK",
+    "WORKSPACE_MARK",
+    "environ_with",
+    "fake_ssh",
+    "fallback_path",
+    "line_after_session_mark",
+    "prepare",
+    "raises_kind",
+    "shells",
+]
+
+RUN_TIMEOUT_S = 15.0
+WORKSPACE_MARK = "remote-acp: workspace unavailable:"
+SIGNAL_MARK = "remote-acp: the agent was killed by signal"
+BASE_OPTIONS = ["-T", "-e", "none", "-x", "-a", "-o", "BatchMode=yes"]
+CONTROL_OPTIONS = ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
+
+
+@contextmanager
+def raises_kind(kind: ErrorKind) -> Iterator[pytest.ExceptionInfo[RemoteAcpError]]:
+    with pytest.raises(RemoteAcpError) as info:
+        yield info
+    assert info.value.kind is kind
+
+
+def shells() -> list[list[str]]:
+    """The POSIX shells on this machine to syntax-check with: sh, dash, and bash in POSIX mode."""
+    found = [["sh"]]
+    if shutil.which("dash"):
+        found.append(["dash"])
+    if shutil.which("bash"):
+        found.append(["bash", "--posix"])
+    return found
+
+
+def line_after_session_mark(script: str) -> list[str]:
+    """The script's lines from the command fragment to the end of the agent's brace group."""
+    lines = script.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("{ export _RA_SESSION="))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("} <&3 3<&- &"))
+    return lines[start + 1 : end]
+
+
+def fake_ssh(directory: Path, body: str = "") -> Path:
+    """An executable named ``ssh`` that logs its argv and prints ``body`` (for ``ssh -G``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "ssh-argv.log"
+    path = directory / "ssh"
+    path.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" >> {shlex.quote(str(log))}\nprintf '%s' {shlex.quote(body)}\n")
+    path.chmod(0o755)
+    return path
+
+
+def environ_with(bin_dir: Path, **extra: str) -> dict[str, str]:
+    env = {"PATH": str(bin_dir), "HOME": "/nonexistent", **extra}
+    if MARKER_NAME in os.environ:  # so the orphan check covers the fake ssh too
+        env[MARKER_NAME] = os.environ[MARKER_NAME]
+    return env
+
+
+def prepare(target: SshTarget, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+    spec = anyio.run(target.prepare, command, workspace)
+    assert isinstance(spec, LaunchSpec)
+    return spec
+
+
+def fallback_path(config_file: str | None) -> Path:
+    """Where prepare wrote the fallback config: the test's cache directory (the suite's conftest
+    points ``REMOTE_ACP_CACHE_DIR`` at it)."""
+    text = fallback_config_text(config_file, home=pwd.getpwuid(os.getuid()).pw_dir)
+    path = Path(os.environ["REMOTE_ACP_CACHE_DIR"]) / "ssh" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+    assert path.read_text() == text
+    return path

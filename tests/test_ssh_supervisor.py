@@ -1,0 +1,278 @@
+"""The remote supervisor, run locally: what it signals, and when."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pytest
+
+from remote_acp.targets.ssh import (
+    remote_script,
+)
+from tests.support.orphans import MARKER_NAME, alive, kill_marked
+from tests.support.ssh_build import (
+    RUN_TIMEOUT_S,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from pathlib import Path
+
+# -- the supervisor, run locally: what it signals, and when -------------------------------------
+
+# The agent: records its PID; starts short-lived children (like tool calls) that exit long before
+# any kill; then long-lived ones: a `setsid` child (left the group), and one with a cleared
+# environment (no session token, found only through the tree). On SIGTERM it survives and starts
+# one more token-less child, which only a kill set computed at SIGKILL time can know about.
+# With "exit" it exits 3 instead, leaving its setsid child behind.
+AGENT_SH = r"""
+d=$1
+echo $$ > "$d/agent"
+trap 'env -i "REMOTE_ACP_TEST_MARK=$REMOTE_ACP_TEST_MARK" sleep 600 & echo $! > "$d/late"' TERM
+i=0
+while [ $i -lt 6 ]; do sleep 0.1 & echo $! >> "$d/short"; wait $!; i=$((i + 1)); done
+setsid sleep 600 & echo $! > "$d/setsid"
+if [ "$2" = exit ]; then echo ready > "$d/ready"; exit 3; fi
+env -i "REMOTE_ACP_TEST_MARK=$REMOTE_ACP_TEST_MARK" sleep 600 & echo $! > "$d/envless"
+echo ready > "$d/ready"
+while :; do sleep 0.2; done
+"""
+# The agent becomes (same PID) a program whose name reads like fields of /proc/PID/stat.
+ODD_AGENT_SH = 'echo $$ > "$1/agent"; echo ready > "$1/ready"; exec "$0" 600'
+# Logs every signal the supervisor sends (a function named kill comes before the builtin), with
+# W for the watchdog and the agent's status for the shell's cleanup after `wait` reaped it.
+KILL_LOGGER = """kill() {
+  case "$1" in -TERM|-KILL) echo "${_ra_rc-W} $*" >> __LOG__ ;; esac
+  command kill "$@"
+}
+"""
+PROC_DETECTION = 'if [ -r "/proc/$$/stat" ]; then _ra_proc=1; else _ra_proc=; fi'
+LONG_LIVED = ("agent", "setsid", "envless", "late")
+
+
+@dataclass(frozen=True, slots=True)
+class Supervised:
+    pids: Mapping[str, list[int]]
+    kills: list[tuple[str, str, list[int]]]
+    """(who, signal, pids): who is W (the watchdog) or the agent's exit status (the shell)."""
+    survivors: list[str]
+    code: int | None
+    seconds: float
+    """From the connection loss (or the start) until every long-lived process was gone."""
+
+
+def _wait_for(path: Path, deadline: float) -> None:
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.02)
+
+
+def _children(pid: int) -> list[int]:
+    """The live (not zombie) children of ``pid``."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        state, ppid = raw[raw.rindex(b")") + 2 :].split()[:2]
+        if int(ppid) == pid and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _supervise(
+    root: Path,
+    name: str,
+    env: Mapping[str, str],
+    *,
+    lose_connection: bool,
+    agent: str | list[str] | None = None,
+    proc: bool = True,
+    path_first: Path | None = None,
+    shell: str = "sh",
+) -> Supervised:
+    """Run the supervisor under a stand-in for the per-connection sshd; with ``lose_connection``,
+    SIGKILL the stand-in once the agent is ready, as when the connection goes."""
+    d = root / name
+    d.mkdir()
+    log = d / "kills"
+    script = remote_script(
+        str(d), agent or ["sh", "-c", AGENT_SH, "agent", str(d)], kill_grace_s=2, token=f"tok{name.replace('_', '')}"
+    )
+    if not proc:
+        assert script.count(PROC_DETECTION) == 1
+        script = script.replace(PROC_DETECTION, "_ra_proc=")
+    script = KILL_LOGGER.replace("__LOG__", shlex.quote(str(log))) + script
+    env = dict(env)
+    if path_first is not None:
+        env["PATH"] = f"{path_first}:{env['PATH']}"
+    standin = subprocess.Popen(
+        ["sh", "-c", f'{shell} -c "$0" & echo $!; wait "$!"; echo "$?"', script],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert standin.stdout is not None
+    code: int | None = None
+    try:
+        script_shell = int(standin.stdout.readline())
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        _wait_for(d / "ready", deadline)
+        if lose_connection:
+            # The connection goes once the watchdog runs beside the agent: the shell's second child.
+            while len(_children(script_shell)) < 2:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the supervisor's watchdog never started")
+                time.sleep(0.02)
+            standin.kill()
+            standin.wait()
+        started = time.monotonic()
+        if not lose_connection:
+            code = int(standin.stdout.readline())
+            standin.wait()
+        while alive(script_shell) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pids = {
+            p.name: [int(w) for w in p.read_text().split()] for p in d.iterdir() if p.name in (*LONG_LIVED, "short")
+        }
+        watched = [pid for what in LONG_LIVED for pid in pids.get(what, [])]
+        while any(alive(pid) for pid in watched) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seconds = time.monotonic() - started
+        survivors = [f"{what} {pid}" for what in LONG_LIVED for pid in pids.get(what, []) if alive(pid)]
+    finally:
+        if standin.poll() is None:
+            os.killpg(standin.pid, signal.SIGKILL)
+            standin.wait()
+        standin.stdout.close()
+    kills = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        who, sig, *words = line.split()
+        kills.append((who, sig, [int(w) for w in words]))
+    return Supervised(pids, kills, survivors, code, seconds)
+
+
+@pytest.fixture(scope="module")
+def supervised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, Supervised]]:
+    """Every supervisor scenario at once (each takes a few seconds of polling and grace)."""
+    root = tmp_path_factory.mktemp("supervised")
+    marker = f"ssh-supervise-{uuid.uuid4().hex}"
+    env = {**os.environ, MARKER_NAME: marker}
+    no_ps = root / "no-ps"  # a ps that cannot report anything, as BusyBox's cannot do `-o ppid= -p`
+    no_ps.mkdir()
+    (no_ps / "ps").write_text("#!/bin/sh\necho 'ps: invalid option' >&2\nexit 1\n")
+    (no_ps / "ps").chmod(0o755)
+    oddly = root / "odd-name"  # a program whose name breaks naive parsing of /proc/PID/stat
+    oddly.mkdir()
+    (oddly / "sl) S 1 2 (p").symlink_to(shutil.which("sleep") or "/bin/sleep")
+    run = partial(_supervise, root, env=env)
+    scenarios: dict[str, Callable[[], Supervised]] = {
+        "lost": partial(run, "lost", lose_connection=True),
+        "lost_without_ps": partial(run, "lost_without_ps", lose_connection=True, path_first=no_ps),
+        "lost_without_proc": partial(run, "lost_without_proc", lose_connection=True, proc=False),
+        "lost_odd_name": partial(
+            run,
+            "lost_odd_name",
+            lose_connection=True,
+            agent=["sh", "-c", ODD_AGENT_SH, str(oddly / "sl) S 1 2 (p"), str(root / "lost_odd_name")],
+        ),
+        "exits": partial(
+            run, "exits", lose_connection=False, agent=["sh", "-c", AGENT_SH, "agent", str(root / "exits"), "exit"]
+        ),
+    }
+    if shutil.which("bash"):  # /bin/sh on some hosts: it keeps a subshell around a fragment's last command
+        scenarios["lost_bash"] = partial(run, "lost_bash", lose_connection=True, shell="bash --posix")
+        scenarios["lost_bash_fragment"] = partial(
+            run,
+            "lost_bash_fragment",
+            lose_connection=True,
+            shell="bash --posix",
+            agent=shlex.join(["sh", "-c", AGENT_SH, "agent", str(root / "lost_bash_fragment")]),
+        )
+    try:
+        with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
+            futures = {name: pool.submit(scenario) for name, scenario in scenarios.items()}
+            results = {name: future.result() for name, future in futures.items()}
+    finally:
+        leftovers = kill_marked(marker)
+    assert not leftovers, f"supervised processes outlived their run: {leftovers}"
+    yield results
+
+
+@pytest.mark.parametrize("case", ["lost", "lost_without_ps", "lost_without_proc", "lost_bash"])
+def test_lost_connection_kills_the_tree_with_signals_computed_when_sent(
+    supervised: Mapping[str, Supervised], case: str
+) -> None:
+    if case not in supervised:
+        pytest.skip("bash is not installed")
+    ran = supervised[case]
+    assert not ran.survivors
+    assert ran.seconds < 8  # a second of polling, the 2 s grace, slack for a busy machine
+    (agent,), (setsid,), (envless,), (late,) = (ran.pids[what] for what in LONG_LIVED)
+    assert len(ran.pids["short"]) == 6
+    term, kill = [k for k in ran.kills if k[0] == "W"]
+    assert (term[1], kill[1]) == ("-TERM", "-KILL")
+    # The agent last: its death ends the watchdog, so everything else has its signal by then.
+    assert term[2][-1] == kill[2][-1] == agent
+    assert len(set(term[2])) == len(term[2]) and len(set(kill[2])) == len(kill[2])
+    assert {agent, setsid, envless} <= set(term[2])
+    assert late not in term[2]  # it did not exist yet
+    assert {agent, late} <= set(kill[2])  # the agent survived SIGTERM, and started `late` then
+    assert setsid not in kill[2] and envless not in kill[2]  # gone after SIGTERM: not signalled again
+    for who, _, pids in ran.kills:
+        assert not set(pids) & set(ran.pids["short"]), "signalled children that had exited long before"
+        if who != "W":
+            assert agent not in pids, "signalled the agent's PID after wait reaped it"
+
+
+def test_lost_connection_under_bash_with_a_subshell_around_the_agent(supervised: Mapping[str, Supervised]) -> None:
+    # bash keeps a subshell around the fragment; it dies at SIGTERM, the shell reaps it and stops
+    # the watchdog. The shell's own cleanup then finds the agent by its token, and the child it
+    # started without the token (after SIGTERM) as its descendant.
+    if "lost_bash_fragment" not in supervised:
+        pytest.skip("bash is not installed")
+    ran = supervised["lost_bash_fragment"]
+    assert not ran.survivors
+    assert ran.seconds < 10
+    (agent,), (late,) = ran.pids["agent"], ran.pids["late"]
+    (_, _, first), *rest = ran.kills
+    wrapper = first[-1]
+    assert wrapper != agent and agent in first
+    assert rest and all(who == "143" for who, _, _ in rest)
+    assert rest[-1][1] == "-KILL" and {agent, late} <= set(rest[-1][2])
+    for _, _, pids in rest:
+        assert wrapper not in pids  # reaped by then
+    for _, _, pids in ran.kills:
+        assert not set(pids) & set(ran.pids["short"])
+
+
+def test_lost_connection_is_noticed_without_ps_through_proc(supervised: Mapping[str, Supervised]) -> None:
+    ran = supervised["lost_without_ps"]
+    assert [k[1] for k in ran.kills if k[0] == "W"] == ["-TERM", "-KILL"]
+
+
+def test_lost_connection_with_an_agent_whose_name_looks_like_stat_fields(supervised: Mapping[str, Supervised]) -> None:
+    ran = supervised["lost_odd_name"]
+    assert not ran.survivors
+    ((who, sig, pids),) = ran.kills  # one SIGTERM from the watchdog ends it
+    assert (who, sig, len(pids)) == ("W", "-TERM", 1)
+
+
+def test_agent_exit_kills_what_it_left_behind_but_never_the_reaped_agent(supervised: Mapping[str, Supervised]) -> None:
+    ran = supervised["exits"]
+    assert ran.code == 3
+    assert not ran.survivors
+    (agent,), (setsid,) = ran.pids["agent"], ran.pids["setsid"]
+    assert ran.kills == [("3", "-TERM", [setsid])]  # by its token; not the agent, not the short-lived ones
+    assert agent not in ran.kills[0][2]
