@@ -1,11 +1,17 @@
-"""Finding an agent's descendants, so none survives the session (Linux ``/proc``; elsewhere a no-op).
+"""Finding processes through ``/proc`` (Linux; elsewhere every scan finds nothing).
 
-A process group covers the agent and the children that stay in it. Two kinds escape it: a
-child that called ``setsid`` (or ``setpgid``) and a descendant that keeps our stdout pipe open
-after the agent exited. They are found by walking parent links, by the session's mark in their
-environment (inherited by every descendant, even one whose parent is gone), and by asking
-which processes hold the agent's ends of our pipes. Each found process is remembered with its
-start time, so a recycled pid is never signalled.
+With containment (see :mod:`.containment`) every descendant of the agent stays in the
+supervisor's tree, and these scans are the fallback for when it is not in force (no subreaper,
+or the supervisor was killed) and the check that a holder of our pipes is ours. A process group
+covers the agent and the children that stay in it. Two kinds escape it: a child that called
+``setsid`` (or ``setpgid``) and a descendant that keeps our stdout pipe open after the agent
+exited. They are found by walking parent links, by the session's mark in their environment
+(inherited by every descendant unless it scrubbed its environment), and by asking which
+processes hold the agent's ends of our pipes. Each found process is remembered with its start
+time, so a recycled pid is never signalled.
+
+Every scan reads all of ``/proc`` (tens of milliseconds with a few hundred processes): callers
+on an event loop run them in a worker thread.
 """
 
 from __future__ import annotations
@@ -13,7 +19,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["ProcessRef", "descendants", "marked", "pipe_holders", "signal_refs"]
+__all__ = [
+    "ProcessRef",
+    "alive",
+    "carries",
+    "descendants",
+    "has_ancestor",
+    "is_running",
+    "marked",
+    "pipe_holders",
+    "signal_refs",
+]
 
 _PROC = "/proc"
 
@@ -35,6 +51,41 @@ def _stat(pid: int) -> tuple[int, int] | None:
     if fields[0] in (b"Z", b"X"):
         return None
     return int(fields[1]), int(fields[19])
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    return _stat(pid) is not None
+
+
+def is_running(ref: ProcessRef) -> bool:
+    """Whether the remembered process is still alive (the same pid and start time)."""
+    stat = _stat(ref.pid)
+    return stat is not None and stat[1] == ref.start_time
+
+
+def has_ancestor(pid: int, root: int) -> bool:
+    """Whether ``root`` is among the parents of ``pid``, up to init."""
+    seen = 0
+    while pid > 1 and seen < 4096:  # a bound, in case a parent chain changes under us
+        stat = _stat(pid)
+        if stat is None:
+            return False
+        pid = stat[0]
+        if pid == root:
+            return True
+        seen += 1
+    return False
+
+
+def carries(pid: int, entry: str) -> bool:
+    """Whether the environment of ``pid`` holds ``entry`` (``NAME=value``) exactly."""
+    try:
+        with open(f"{_PROC}/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return False
+    return entry.encode() in environ.split(b"\0")
 
 
 def _pids() -> list[int]:

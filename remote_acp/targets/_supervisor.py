@@ -1,0 +1,269 @@
+"""The supervisor: the process between a session's controller and its agent (run as a script).
+
+Started as ``python -I -S _supervisor.py LIFELINE STATUS CONTROLLER CWD -- ARGV...`` with the
+agent's pipes as stdin/stdout/stderr and the agent's environment. It imports nothing beyond
+``os``, ``select`` and the C modules ``_signal``/``_ctypes`` (``signal`` and ``ctypes`` cost
+more to import than the whole interpreter start-up), because every session waits for it.
+
+What it does, in order: make itself a child subreaper (Linux), so every orphaned descendant of
+the agent is reparented here instead of to init, whether it called ``setsid`` or double-forked;
+ask for SIGTERM if the controller's thread dies (Linux); fork the agent, which calls ``setsid``
+(it leads its own session and process group, as before) and execs; report ``P<pid>`` once the
+exec succeeded (``F<step> <errno>`` if it failed); give its own copies of the pipes up, so end
+of stream means the agent's side closed them. Then it waits:
+
+- its children exiting: the agent's status is peeked (``WNOWAIT``) and reported ``X<code>
+  <signal>``; the zombie is kept, so the agent's pid and group id cannot be reused while anyone
+  may still signal them. Orphans reparented here are reaped as they exit.
+- the lifeline (a pipe whose write end only the controller holds): ``T`` sends SIGTERM to the
+  agent's group and every descendant; ``K`` kills everything; end of file (the controller
+  exited, however it died) kills everything too. SIGTERM or SIGHUP to the supervisor likewise.
+
+Killing everything is SIGKILL to the group and to every descendant found through
+``/proc/PID/task/TID/children``, repeated until none is alive; then the agent is reaped and the
+supervisor exits, so its exit means the tree is gone. Without ``/proc`` (not Linux) the
+descendants are the agent's group only.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+
+TYPE_CHECKING = False  # the typing module alone costs more than this whole script's start-up
+if TYPE_CHECKING:
+    import signal as _signal
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+else:
+    import _signal  # the C module: ``signal`` builds its enums at import
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+KILL_RETRY_MS = 10
+
+_stop_requested = False
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    global _stop_requested
+    if signum != _signal.SIGCHLD:
+        _stop_requested = True
+
+
+def _prctl() -> Callable[[int, int], bool] | None:
+    """libc's prctl through the bare ``_ctypes`` module, or None where there is none."""
+    try:
+        import _ctypes
+
+        ct: Any = _ctypes  # typeshed types ctypes' public face, not this bare module
+
+        class CInt(ct._SimpleCData):  # type: ignore[misc]
+            _type_ = "i"
+
+        class CULong(ct._SimpleCData):  # type: ignore[misc]
+            _type_ = "L"
+
+        class Libc:
+            _handle = ct.dlopen(None, os.RTLD_NOW)
+
+        class Fn(ct.CFuncPtr):  # type: ignore[misc]
+            _flags_ = ct.FUNCFLAG_CDECL
+            _restype_ = CInt
+
+        fn = Fn(("prctl", Libc))
+    except Exception:
+        return None
+
+    def prctl(option: int, arg: int) -> bool:
+        return bool(fn(CInt(option), CULong(arg), CULong(0), CULong(0), CULong(0)) == 0)
+
+    return prctl
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                kids += [int(word) for word in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return False
+    return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] not in (b"Z", b"X")
+
+
+class Supervisor:
+    def __init__(self, agent: int, status_fd: int, procfs: bool) -> None:
+        self.agent = agent
+        self.status_fd: int | None = status_fd
+        self.procfs = procfs
+        self.agent_exited = False
+
+    def report(self, text: str) -> None:
+        if self.status_fd is not None:
+            try:
+                os.write(self.status_fd, text.encode())
+            except OSError:
+                self.status_fd = None  # the controller is gone; carry on cleaning up
+
+    def peek_agent(self) -> None:
+        if self.agent_exited:
+            return
+        try:
+            info = os.waitid(os.P_PID, self.agent, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            self.agent_exited = True
+            self.report("X-1 0\n")
+            return
+        if info is None:
+            return
+        self.agent_exited = True
+        if info.si_code == os.CLD_EXITED:
+            self.report(f"X{info.si_status} 0\n")
+        else:
+            self.report(f"X-1 {info.si_status}\n")
+
+    def reap_orphans(self) -> None:
+        for pid in _children(os.getpid()):
+            if pid != self.agent:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+    def signal_tree(self, sig: int) -> int:
+        """Signal the agent's group and every descendant; the number still alive."""
+        try:
+            os.killpg(self.agent, sig)
+        except OSError:
+            pass
+        if not self.procfs:
+            return 0 if self.agent_exited else 1
+        alive = 0
+        frontier = _children(os.getpid())
+        while frontier:
+            pid = frontier.pop()
+            frontier += _children(pid)
+            if pid == self.agent and self.agent_exited:
+                continue
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                continue
+            if _alive(pid):
+                alive += 1
+        return alive
+
+
+def _start_agent(command: list[str], cwd: str, err_w: int) -> NoReturn:
+    """In the forked child: a session of its own, default signals, then exec (never returns)."""
+    step = "setsid"
+    try:
+        os.setsid()
+        _signal.set_wakeup_fd(-1)
+        for sig in (_signal.SIGCHLD, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT, _signal.SIGPIPE):
+            _signal.signal(sig, _signal.SIG_DFL)
+        if hasattr(_signal, "SIGXFSZ"):
+            _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
+        if cwd:
+            step = "chdir"
+            os.chdir(cwd)
+        step = "exec"
+        os.execvp(command[0], command)
+    except OSError as exc:
+        os.write(err_w, f"F{step} {exc.errno or 0}\n".encode())
+    finally:
+        os._exit(127)
+
+
+def main(argv: list[str]) -> NoReturn:
+    lifeline, status_fd, controller = int(argv[1]), int(argv[2]), int(argv[3])
+    cwd = argv[4]
+    command = argv[6:]
+    os.set_inheritable(lifeline, False)
+    os.set_inheritable(status_fd, False)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    _signal.set_wakeup_fd(wake_w)
+    for sig in (_signal.SIGCHLD, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(sig, _on_signal)  # SIGCHLD must not stay ignored (inherited SIG_IGN)
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    prctl = _prctl()
+    contained = bool(prctl and prctl(PR_SET_CHILD_SUBREAPER, 1))
+    if prctl:
+        prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    if os.getppid() != controller:
+        os._exit(1)  # the controller died before we could watch it: nothing was started
+    err_r, err_w = os.pipe()
+    agent = os.fork()
+    if agent == 0:
+        _start_agent(command, cwd, err_w)
+    os.close(err_w)
+    failure = b""
+    while chunk := os.read(err_r, 256):  # end of file: the exec succeeded
+        failure += chunk
+    os.close(err_r)
+    if failure:
+        os.waitpid(agent, 0)
+        os.write(status_fd, failure)
+        os._exit(0)
+    sup = Supervisor(agent, status_fd, os.path.isdir(f"/proc/{os.getpid()}/task"))
+    sup.report(f"C{int(contained)}\nP{agent}\n")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.chdir("/")
+
+    poller = select.poll()
+    poller.register(lifeline, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+    killing = False
+    while True:
+        for fd, _ in poller.poll(KILL_RETRY_MS if killing else None):
+            if fd == wake_r:
+                try:
+                    os.read(wake_r, 4096)
+                except OSError:
+                    pass
+                continue
+            try:
+                data = os.read(lifeline, 64)
+            except OSError:
+                data = b""
+            if not data:  # the controller is gone, however it died
+                poller.unregister(lifeline)
+                killing = True
+            elif b"K" in data:
+                killing = True
+            elif b"T" in data:
+                sup.signal_tree(_signal.SIGTERM)
+        killing = killing or _stop_requested
+        sup.peek_agent()
+        sup.reap_orphans()
+        if killing and sup.signal_tree(_signal.SIGKILL) == 0 and sup.agent_exited:
+            sup.reap_orphans()
+            try:
+                os.waitpid(agent, 0)
+            except ChildProcessError:
+                pass
+            os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
