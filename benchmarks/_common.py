@@ -7,6 +7,7 @@ descendant orphaned by a contender is re-parented to it, and :func:`sweep` repor
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import ctypes
 import importlib.util
@@ -29,12 +30,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Sequence
 
 __all__ = [
+    "ACPX_VERSION",
     "ANCHORS",
     "PY",
     "REPO",
+    "Acpx",
     "Check",
     "Summary",
     "Table",
+    "acpx",
     "agent_argv",
     "agent_command",
     "become_subreaper",
@@ -57,6 +61,9 @@ PY = sys.executable
 
 PR_SET_CHILD_SUBREAPER = 36
 SDK_PYTHON_ENV = "REMOTE_ACP_BENCH_SDK_PYTHON"
+ACPX_ENV = "REMOTE_ACP_BENCH_ACPX"
+ACPX_VERSION = "0.1.15"
+"""The acpx release scripts/install-acpx.sh pins (keep the two in sync)."""
 
 
 # --------------------------------------------------------------------------- commands
@@ -109,6 +116,72 @@ def sdk_python() -> str | None:
         if real:
             return real
     return None
+
+
+@dataclass(slots=True)
+class Acpx:
+    """The acpx command line (the Node ACP client), run with a HOME of its own.
+
+    ``exec`` is acpx's one-shot mode: no saved session, nothing written under HOME, the nearest
+    equivalent of one ``remote-acp run``. The private HOME keeps a user's ``~/.acpx`` config out.
+    """
+
+    exe: str
+    home: str
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "HOME": self.home}
+
+    def argv(self, prompt: str, workspace: str) -> list[str]:
+        return [self.exe, "--agent", agent_command(), "--cwd", workspace, "--format", "text", "exec", prompt]
+
+
+def acpx(home: str) -> tuple[Acpx | None, str]:
+    """The pinned acpx, installed by ``scripts/install-acpx.sh`` on first use, and a line saying so.
+
+    ``$REMOTE_ACP_BENCH_ACPX`` names another acpx executable instead. Without node and npm, or
+    without the registry, the acpx rows are skipped and the line says why.
+    """
+    explicit = os.environ.get(ACPX_ENV)
+    if explicit:
+        found = shutil.which(explicit)
+        if found is None:
+            return None, f"acpx: {explicit} (from ${ACPX_ENV}) not found; acpx rows skipped"
+        return Acpx(found, home), f"acpx: {found} (from ${ACPX_ENV})"
+    try:
+        done = subprocess.run(
+            ["bash", str(REPO / "scripts" / "install-acpx.sh")],
+            capture_output=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"acpx: not available, scripts/install-acpx.sh did not finish ({exc}); acpx rows skipped"
+    if done.returncode != 0:
+        why = " / ".join(done.stderr.decode(errors="replace").strip().splitlines()[-2:])
+        return None, f"acpx: not available, scripts/install-acpx.sh failed ({why}); acpx rows skipped"
+    exe = done.stdout.decode().strip()
+    return Acpx(exe, home), f"acpx: {ACPX_VERSION} ({exe}, node {_node_version()})"
+
+
+def _node_version() -> str:
+    try:
+        return subprocess.run(["node", "--version"], capture_output=True, timeout=30).stdout.decode().strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def ensure_bytecode() -> str:
+    """Compile the package's bytecode, as ``pip install`` does, so no contender compiles sources.
+
+    An editable install with ``PYTHONDONTWRITEBYTECODE`` set would otherwise recompile every
+    module of ours (and of the scriptable agent) on every start: tens of milliseconds that a user's
+    installed copy never pays.
+    """
+    ok = compileall.compile_dir(str(REPO / "remote_acp"), quiet=1)
+    state = "compiled" if ok else "compiled with errors (modules that failed run from source)"
+    flag = " (PYTHONDONTWRITEBYTECODE is set: nothing else writes it)" if sys.dont_write_bytecode else ""
+    return f"bytecode of remote_acp/: {state}{flag}"
 
 
 # --------------------------------------------------------------------------- processes
@@ -169,18 +242,25 @@ def run_timed(
     timeout: float = 120.0,
     capture: bool = False,
     env: dict[str, str] | None = None,
+    output: Path | None = None,
 ) -> Timed:
     """Run ``argv`` to completion: wall time from spawn to reap, and the child's peak RSS.
 
+    Its stdout goes to ``output`` (truncated first) when given, else it is captured or dropped.
     The peak RSS comes from ``wait4`` (the child's own, or a reaped descendant's if larger).
     A non-zero exit raises ``RuntimeError`` with the child's stderr.
     """
-    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+    if capture and output is not None:
+        raise ValueError("capture and output are exclusive")
+    with (
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryFile() if output is None else output.open("wb") as out,
+    ):
         start = time.perf_counter()
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=out if capture else subprocess.DEVNULL,
+            stdout=out if capture or output is not None else subprocess.DEVNULL,
             stderr=err,
             env=env,
         )
@@ -197,8 +277,10 @@ def run_timed(
             raise RuntimeError(
                 f"{shlex.join(argv)} exited {proc.returncode}: {err.read().decode(errors='replace')[-2000:]}"
             )
+        if not capture:
+            return Timed(elapsed, usage.ru_maxrss, proc.returncode, b"")
         out.seek(0)
-        return Timed(elapsed, usage.ru_maxrss, proc.returncode, out.read() if capture else b"")
+        return Timed(elapsed, usage.ru_maxrss, proc.returncode, out.read())
 
 
 def _wait4(pid: int, timeout: float) -> tuple[int, Any]:
@@ -364,6 +446,10 @@ def _fmt_unit(value: float, unit: str) -> str:
         return f"{value:.1f} MiB"
     if unit == "/s":
         return fmt_rate(value)
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "%":
+        return f"{value:.0%}"
     return f"{value:g} {unit}"
 
 
@@ -379,7 +465,7 @@ class Summary:
         self.checks.append(check)
 
     def print(self) -> None:
-        section(f"{self.name}: targets (DESIGN section 5)")
+        section(f"{self.name}: targets")
         for check in self.checks:
             print(check.describe())
         print(f"leftover processes after this benchmark: {len(self.leftovers)} {self.leftovers or ''}".rstrip())
@@ -414,7 +500,8 @@ def benchmark_process(summary: Summary, summary_file: str | None) -> Iterator[No
     # The library's expected warnings (e.g. a force-terminated stubborn agent) would interleave
     # with the tables; a handler that drops them keeps logging's last-resort printer quiet.
     logging.getLogger("remote_acp").addHandler(logging.NullHandler())
-    print(environment_note(), flush=True)
+    print(environment_note())
+    print(ensure_bytecode(), flush=True)
     try:
         yield
     finally:

@@ -1,11 +1,12 @@
-"""Run every benchmark, each in its own fresh process, then print every DESIGN section 5 target.
+"""Run every benchmark, each in its own fresh process, then print every target.
 
     python -m benchmarks.run_all [--quick] [--profile] [NAME ...]
 
-NAME is one of ``session_overhead``, ``throughput``, ``teardown_memory``, ``ssh_overhead``
-(default: all; ``ssh_overhead`` needs root and ``/usr/sbin/sshd`` and otherwise says it skipped).
-``--quick`` lowers the repetition counts (a smoke run, noisier medians); ``--profile`` adds the
-cProfile of one of our turns to the throughput benchmark. The exit status is 0 whether targets
+NAME is one of ``session_overhead``, ``throughput``, ``cli_throughput``, ``fairness``,
+``teardown_memory``, ``ssh_overhead`` (default: all; ``ssh_overhead`` needs root and
+``/usr/sbin/sshd`` and otherwise says it skipped). ``--quick`` lowers the repetition counts (a
+smoke run, noisier medians); ``--profile`` adds the cProfile of one of our turns to the throughput
+benchmark. The exit status is 0 whether targets
 pass or miss (these are measurements, not tests); it is 1 only when a benchmark itself failed.
 """
 
@@ -23,6 +24,8 @@ from ._common import PY, REPO, Summary, environment_note, section
 BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "session_overhead": ([], ["--runs", "5", "--warmup", "1", "--sdk-runs", "3"]),
     "throughput": ([], ["--runs", "3", "--sdk-runs", "1", "--raw-runs", "2"]),
+    "cli_throughput": ([], ["--runs", "2", "--warmup", "0", "--json-runs", "1"]),
+    "fairness": ([], ["--runs", "1", "--backends", "asyncio"]),
     "teardown_memory": (
         [],
         ["--runs", "5", "--stubborn-runs", "2", "--anchor-runs", "1", "--memory-runs", "1", "--no-sdk-stubborn"],
@@ -62,7 +65,7 @@ def main() -> int:
                 continue
             summaries.append(Summary.load(str(summary_file)))
 
-    section("all targets (DESIGN section 5), medians measured in this run")
+    section("all targets, medians measured in this run")
     for summary in summaries:
         for check in summary.checks:
             print(check.describe())

@@ -1,14 +1,19 @@
 """Whole-process cost of a one-chunk local session, ours against the anchors, side by side.
 
-    python -m benchmarks.session_overhead [--runs 15] [--warmup 2] [--sdk-runs 9]
+    python -m benchmarks.session_overhead [--runs 15] [--warmup 2] [--sdk-runs 7] [--no-acpx]
 
 Every contender drives the same agent (the scriptable agent, run by this interpreter) through
 the same session: start the agent, ``initialize``, ``session/new``, one turn whose reply is one
 chunk (``hi``), teardown. Each is timed from spawn to reap, as a user running it would see it.
 Contenders run interleaved (one of each per round) so the machine's noise hits all of them.
 
-Also measured: ``remote-acp --version``, the import time of ``remote_acp`` (and of what ``run``
-needs), the official SDK's import, the interpreter's own start, and the agent alone.
+The anchors: the official SDK's client, a raw stdlib client, and acpx (the Node command line,
+pinned by ``scripts/install-acpx.sh``, installed on first use) running ``exec`` (one-shot, no saved
+session) with the same agent as ``--agent``.
+
+Also measured: ``remote-acp --version``, ``acpx --version``, the import time of ``remote_acp``
+(and of what ``run`` needs), the official SDK's import, the interpreter's own start, and the
+agent alone.
 """
 
 from __future__ import annotations
@@ -16,15 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import tempfile
 import time
 from typing import TYPE_CHECKING
 
 from ._common import (
     ANCHORS,
     PY,
+    REPO,
     Check,
     Summary,
     Table,
+    acpx,
     agent_argv,
     agent_command,
     benchmark_process,
@@ -61,6 +69,10 @@ I_NO_PYDANTIC = "import the library modules without pydantic (+ asyncio backend)
 
 RUN_TARGET_S = 0.30
 VERSION_TARGET_S = 0.20
+ACPX_RATIO_TARGET = 0.67
+"""remote-acp run at most this fraction of acpx's time: faster than the fastest peer by a third."""
+RAW_EXTRA_TARGET_S = 0.08
+"""remote-acp run at most this much slower than the raw stdlib client."""
 PROMPT = "hi"
 
 # DESIGN section 5, measured when the targets were set (for orientation only; the ratios below
@@ -105,23 +117,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15, help="recorded rounds (default 15)")
     parser.add_argument("--warmup", type=int, default=2, help="unrecorded rounds first (default 2)")
     parser.add_argument("--sdk-runs", type=int, default=7, help="recorded runs of the slow SDK contenders")
+    parser.add_argument("--no-acpx", action="store_true", help="leave acpx out (no install attempt)")
     parser.add_argument("--summary-file", help="save the target checks as JSON (used by run_all)")
     args = parser.parse_args()
 
     summary = Summary("session overhead")
-    with benchmark_process(summary, args.summary_file):
-        measure(args, summary)
+    with benchmark_process(summary, args.summary_file), tempfile.TemporaryDirectory() as home:
+        measure(args, summary, home)
 
 
-def measure(args: argparse.Namespace, summary: Summary) -> None:
+def measure(args: argparse.Namespace, summary: Summary, home: str) -> None:
     cli = cli_argv()
     agent = agent_command()
     sdk_py = sdk_python()
+    node, node_note = (None, "acpx: left out (--no-acpx)") if args.no_acpx else acpx(home)
+    workspace = str(REPO)
     peak: dict[str, list[int]] = {}
 
-    def whole(name: str, argv: list[str]) -> tuple[str, Callable[[], float]]:
+    def whole(name: str, argv: list[str], env: dict[str, str] | None = None) -> tuple[str, Callable[[], float]]:
         def run() -> float:
-            timed = run_timed(argv)
+            timed = run_timed(argv, env=env)
             peak.setdefault(name, []).append(timed.maxrss_kib)
             return timed.seconds
 
@@ -131,18 +146,26 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
     run_json = "remote-acp run --json"
     sdk = "SDK client (whole process)"
     raw = "raw stdlib client (whole process)"
+    node_run = "acpx exec (whole process)"
+    anchors = (sdk, raw, node_run)
     contenders: dict[str, Callable[[], float]] = dict(
         [
-            whole(run_plain, [*cli, "run", "--agent", agent, PROMPT]),
-            whole(run_json, [*cli, "run", "--json", "--agent", agent, PROMPT]),
+            whole(run_plain, [*cli, "run", "--workspace", workspace, "--agent", agent, PROMPT]),
+            whole(run_json, [*cli, "run", "--json", "--workspace", workspace, "--agent", agent, PROMPT]),
             whole(raw, [PY, str(ANCHORS / "raw_client.py"), "run", PROMPT, *agent_argv()]),
         ]
     )
+    if node is not None:
+        contenders.update([whole(node_run, node.argv(PROMPT, workspace), node.env())])
     if sdk_py is not None:
         contenders.update([whole(sdk, [sdk_py, str(ANCHORS / "sdk_client.py"), "run", PROMPT, *agent_argv()])])
     contenders["agent alone (spawn, initialize, exit)"] = agent_alone
     contenders["python -c pass (interpreter start)"] = lambda: run_timed([PY, "-c", "pass"]).seconds
     contenders["remote-acp --version"] = lambda: run_timed([*cli, "--version"]).seconds
+    if node is not None:
+        contenders["acpx --version (node start + CLI load)"] = lambda: (
+            run_timed([node.exe, "--version"], env=node.env()).seconds
+        )
     contenders["import remote_acp"] = lambda: import_time(PY, "remote_acp")
     contenders["import remote_acp.session.core (library)"] = lambda: import_time(PY, "remote_acp.session.core")
     contenders[I_CLI] = lambda: import_time(PY, CLI_RUN_IMPORTS)
@@ -157,13 +180,16 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
     print(f"agent: {agent}")
     print(f"CLI:   {' '.join(cli)}")
     print(f"SDK:   {sdk_py or 'not found (set REMOTE_ACP_BENCH_SDK_PYTHON); SDK rows skipped'}")
+    print(node_note)
+    if node is not None:
+        print(f"acpx:  {' '.join(node.argv(PROMPT, workspace))}")
     samples = {k: v for k, v in interleaved(contenders, args.runs, args.warmup, slow).items() if v}
 
     ours = median(samples[run_plain])
     table = Table("contender", "median", "min", "p90", "n", "peak RSS", "run / this", "DESIGN ref")
     for name, values in samples.items():
         rss = peak.get(name)
-        ratio = ours / median(values) if name in (sdk, raw) or name.startswith("agent") else None
+        ratio = ours / median(values) if name in anchors or name.startswith("agent") else None
         ref = DESIGN_REF.get(name)
         table.add(
             name,
@@ -225,6 +251,26 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
     )
     summary.add(
         Check("remote-acp --version (median wall)", median(samples["remote-acp --version"]), VERSION_TARGET_S, "s")
+    )
+    if node_run in samples:
+        summary.add(
+            Check(
+                "remote-acp run / acpx exec, one-chunk local session (ratio of medians)",
+                ours / median(samples[node_run]),
+                ACPX_RATIO_TARGET,
+                "x",
+            )
+        )
+    else:
+        print(f"no acpx figure: {node_note}")
+    summary.add(
+        Check(
+            "remote-acp run - raw stdlib client, one-chunk local session (difference of medians)",
+            ours - median(samples[raw]),
+            RAW_EXTRA_TARGET_S,
+            "s",
+            note=f"raw client {fmt_s(median(samples[raw]))}",
+        )
     )
     print(f"ratio remote-acp run / target {RUN_TARGET_S:.2f} s: {ours / RUN_TARGET_S:.2f}")
     for name in (sdk, raw):

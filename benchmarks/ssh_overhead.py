@@ -63,6 +63,7 @@ from ._common import (
 from .session_overhead import agent_alone
 
 if TYPE_CHECKING:
+    import contextlib
     from collections.abc import Callable, Mapping, Sequence
 
     from integration.sshlab import SshLab
@@ -156,6 +157,9 @@ class StampedTarget:
         spec = await self.inner.prepare(command, workspace)
         self.prepared_at = time.perf_counter()
         return spec
+
+    def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.inner.start_slot()
 
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
         return self.inner.exit_error(status, agent_wrote=agent_wrote, stderr=stderr)
