@@ -6,11 +6,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.orphans import MARKER_NAME, kill_marked
+from tests.support.orphans import MARKER_NAME, become_subreaper, children, kill_marked, settle_children
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+
+SUBREAPER = become_subreaper()
+"""Orphans of the tests' processes come to this process, marked or not (tests/support/orphans.py)."""
 
 
 @pytest.fixture(autouse=True)
@@ -19,6 +23,7 @@ def no_orphans() -> Iterator[None]:
     marker = uuid.uuid4().hex
     previous = os.environ.get(MARKER_NAME)
     os.environ[MARKER_NAME] = marker
+    before = children()
     try:
         yield
     finally:
@@ -27,7 +32,9 @@ def no_orphans() -> Iterator[None]:
         else:
             os.environ[MARKER_NAME] = previous
         orphans = kill_marked(marker)
+        unmarked = settle_children(before) if SUBREAPER else []
         assert not orphans, f"processes outlived the test: {orphans}"
+        assert not unmarked, f"processes outlived the test (reparented to the test process): {unmarked}"
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,191 @@
+"""Containment: no process of the agent's outlives its session or the process that opened it.
+
+Real processes throughout: a controller process killed with SIGKILL mid-turn, agents whose
+descendants fork late, leave the session and scrub their environment. The suite's orphan check
+(conftest.py) also catches an escapee without the marker, through the test process being a
+child subreaper.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from remote_acp import open_session
+from remote_acp.targets.launch import LaunchSpec
+from remote_acp.targets.process import AgentProcess
+from tests.support.agents import fast_options, scripted
+from tests.support.orphans import alive
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[1]
+LATE_FORKING_AGENT = REPO / "tests" / "agents" / "late_forking_agent.py"
+
+# A controller: opens a session whose agent has a child that left its session, starts a long
+# turn, says the pids, then waits to be killed.
+CONTROLLER = textwrap.dedent(
+    """
+    import sys, anyio
+    from remote_acp import open_session
+    from tests.support.agents import fast_options, scripted
+
+    async def main(workspace, child_pid_file):
+        agent = scripted("--child", "setsid", "--child-pid-file", child_pid_file)
+        async with open_session(workspace, fast_options(agent)) as s, anyio.create_task_group() as tg:
+            tg.start_soon(s.run_turn, "@sleep=120")
+            await anyio.sleep(0.2)
+            print(s.pid, open(child_pid_file).read().strip(), flush=True)
+            await anyio.sleep(600)
+
+    anyio.run(main, sys.argv[1], sys.argv[2], backend=sys.argv[3])
+    """
+)
+
+
+async def gone_within(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.05)
+    return True
+
+
+def pid_in(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+async def read_pid_file(path: Path, seconds: float = 10.0) -> int:
+    deadline = time.monotonic() + seconds
+    while (pid := pid_in(path)) is None:
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        await anyio.sleep(0.02)
+    return pid
+
+
+def environment_of(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return f.read()
+
+
+def supervisor_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read()
+    return int(raw[raw.rindex(b")") + 2 :].split()[1])
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+async def test_controller_killed_mid_turn_takes_the_agent_tree_with_it(
+    workspace: str, tmp_path: Path, backend: str
+) -> None:
+    controller = subprocess.Popen(  # noqa: ASYNC220 - started once, waited for in a thread
+        [sys.executable, "-c", CONTROLLER, workspace, str(tmp_path / "child.pid"), backend],
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+    )
+    try:
+        assert controller.stdout is not None
+        with anyio.fail_after(30):
+            line = await anyio.to_thread.run_sync(controller.stdout.readline)
+        agent, child = (int(word) for word in line.split())
+        supervisor = supervisor_of(agent)
+        assert alive(agent) and alive(child) and alive(supervisor)
+        assert os.getsid(child) == child and os.getsid(agent) == agent  # both left the group
+        controller.kill()
+        controller.wait()
+        assert await gone_within([agent, child, supervisor], 10)
+    finally:
+        controller.kill()
+        controller.wait()
+        assert controller.stdout is not None
+        controller.stdout.close()
+
+
+@pytest.mark.both_backends
+async def test_a_setsid_child_forked_by_the_sigterm_handler_dies_with_the_session(
+    workspace: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "late.pid"
+    agent = [sys.executable, str(LATE_FORKING_AGENT), "--sigterm-setsid", str(pid_file)]
+    async with open_session(workspace, fast_options(agent, stop_grace_ms=3000)) as s:
+        assert (await s.run_turn("hi")).ok
+    # The child was forked during teardown, after its SIGTERM: teardown still found it.
+    late = await read_pid_file(pid_file)
+    assert await gone_within([late], 5)
+
+
+@pytest.mark.both_backends
+async def test_a_double_forked_child_with_a_scrubbed_environment_dies_with_the_session(
+    workspace: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "scrubbed.pid"
+    agent = [sys.executable, str(LATE_FORKING_AGENT), "--scrubbed", str(pid_file)]
+    async with open_session(workspace, fast_options(agent)) as s:
+        scrubbed = await read_pid_file(pid_file)
+        deadline = time.monotonic() + 5
+        while environment_of(scrubbed):  # until its exec cleared it
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.02)
+        assert alive(scrubbed) and os.getsid(scrubbed) != s.pid
+        assert supervisor_of(scrubbed) == supervisor_of(s.pid or 0)  # reparented to the supervisor
+    assert await gone_within([scrubbed], 5)
+
+
+def spec(workspace: str, *args: str) -> LaunchSpec:
+    return LaunchSpec(argv=scripted(*args), env=dict(os.environ), cwd=workspace, target="local")
+
+
+@pytest.mark.both_backends
+async def test_terminate_then_kill_leaves_nothing_and_keeps_the_exit_status(workspace: str, tmp_path: Path) -> None:
+    process = await AgentProcess.start(spec(workspace, "--child", "setsid", "--child-pid-file", str(tmp_path / "c")))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(process.watch_exit)
+            child = await read_pid_file(tmp_path / "c")
+            supervisor = process.supervisor_pid
+            assert process.contained
+            await process.terminate()  # the scripted agent exits on SIGTERM; its child too
+            with anyio.fail_after(10):
+                await process.exited.wait()
+            assert process.exit_status is not None and process.exit_status.signal == signal.SIGTERM
+            await process.kill()
+            assert not alive(child) and not alive(process.pid)
+            assert process.reap() == process.exit_status
+            with pytest.raises(ChildProcessError):
+                os.waitpid(supervisor, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG never blocks
+    finally:
+        process.release()
+
+
+async def test_kill_ends_an_agent_that_ignores_sigterm(workspace: str) -> None:
+    process = AgentProcess.spawn(spec(workspace, "--ignore-sigterm"))
+    try:
+        await process.terminate()
+        await process.kill()
+        assert not alive(process.pid)
+        status = process.reap()
+        assert status is not None and status.signal == signal.SIGKILL
+        assert process.exited.is_set()
+    finally:
+        process.release()
+
+
+async def test_a_released_process_takes_its_tree_with_it(workspace: str, tmp_path: Path) -> None:
+    # Teardown that never called kill(): closing the lifeline is enough.
+    process = AgentProcess.spawn(spec(workspace, "--child", "setsid", "--child-pid-file", str(tmp_path / "c")))
+    child = await read_pid_file(tmp_path / "c")
+    supervisor = process.supervisor_pid
+    process.release()
+    assert await gone_within([process.pid, child, supervisor], 10)
