@@ -1,16 +1,16 @@
 """remote-acp: drive coding agents that speak the Agent Client Protocol, locally or over SSH.
 
 The public names below are imported lazily, so ``import remote_acp`` (and the CLI's
-``--version``) stays cheap; the session machinery and pydantic load on first use.
+``--version``) stays cheap; the session machinery loads on first use.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from ._version import __version__
 
+# Not typing.TYPE_CHECKING: importing typing (with re, enum, collections) would be most of what
+# ``import remote_acp`` costs. Type checkers treat this name the same way.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
     from .events import (
@@ -117,11 +117,13 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module 'remote_acp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 

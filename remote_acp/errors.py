@@ -9,7 +9,6 @@ pydantic's) are translated where they arise and never reach the caller.
 from __future__ import annotations
 
 import enum
-import random
 
 __all__ = [
     "RETRYABLE",
@@ -73,6 +72,8 @@ def retry_backoff_ms(attempt: int, max_retry_backoff_ms: int = 300_000) -> int:
     """
     if attempt < 1:
         raise ValueError(f"retry attempts count from 1, got {attempt}")
+    import random  # here, not at the top: nothing else on the CLI's path needs it (~1 ms at start)
+
     # Cap the exponent too, so a huge attempt number cannot build a huge integer.
     ceiling = min(10_000 << min(attempt - 1, 40), max_retry_backoff_ms)
     return ceiling - random.randrange(ceiling // 5 + 1)
