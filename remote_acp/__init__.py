@@ -26,13 +26,15 @@ if TYPE_CHECKING:
         TurnEnded,
         TurnFailed,
         TurnInputRequired,
+        TurnNotStarted,
         TurnTimedOut,
     )
     from .options import SessionOptions
-    from .session import Session, SessionInfo, open_session
+    from .session import Session, SessionInfo, open_session, start_session
     from .session.capabilities import Capability, CapabilityRecord, CapabilityState
     from .session.continuation import OriginLedger
-    from .session.turn import TurnResult, TurnStream
+    from .session.stream import TurnStream
+    from .session.turn import TurnResult
     from .session.verification import CredentialVerdict, verify_credentials
     from .targets import LaunchSpec, LaunchTarget, LocalTarget, SshSettings, SshTarget
 
@@ -65,12 +67,14 @@ __all__ = (
     "TurnEnded",
     "TurnFailed",
     "TurnInputRequired",
+    "TurnNotStarted",
     "TurnResult",
     "TurnStream",
     "TurnTimedOut",
     "__version__",
     "open_session",
     "retry_backoff_ms",
+    "start_session",
     "verify_credentials",
 )
 
@@ -85,8 +89,9 @@ _HOME = {
     "SessionOptions": "options",
     "Session": "session",
     "SessionInfo": "session",
-    "TurnStream": "session.turn",
+    "TurnStream": "session.stream",
     "open_session": "session",
+    "start_session": "session",
     "verify_credentials": "session.verification",
     "CredentialVerdict": "session.verification",
     "OriginLedger": "session.continuation",
@@ -110,6 +115,7 @@ _HOME = {
             "TurnEnded",
             "TurnFailed",
             "TurnInputRequired",
+            "TurnNotStarted",
             "TurnTimedOut",
         ),
         "events",

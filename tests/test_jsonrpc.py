@@ -6,10 +6,13 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from remote_acp.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    MAX_NESTING,
     METHOD_NOT_FOUND,
     JsonRpcPeer,
     Malformed,
@@ -19,6 +22,7 @@ from remote_acp.protocol.jsonrpc import (
     RpcErrorBody,
     StrayResponse,
     encode,
+    nesting_exceeds,
 )
 
 
@@ -221,7 +225,68 @@ def test_connection_goes_on_after_a_malformed_line() -> None:
 
 @pytest.mark.parametrize("raw", [b"[" * 100_000, b'{"a":' * 100_000], ids=["arrays", "objects"])
 def test_deeply_nested_line_is_malformed_not_an_exception(raw: bytes) -> None:
-    assert JsonRpcPeer().receive(raw) == Malformed("the line nests too deeply to parse", raw[:200].decode())
+    assert JsonRpcPeer().receive(raw) == Malformed("the line nests deeper than 64 levels", raw[:200].decode())
+
+
+def nested(depth: int, leaf: Any = "leaf") -> Any:
+    for level in range(depth):
+        leaf = {"n": leaf} if level % 2 else [leaf]
+    return leaf
+
+
+@pytest.mark.parametrize("depth", [62, 63])
+def test_nesting_up_to_the_bound_parses(depth: int) -> None:
+    # the message object itself is one level more than its params
+    params = nested(depth)
+    got = JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "_vendor/deep", "params": params}))
+    assert got == Notification("_vendor/deep", params)
+
+
+@pytest.mark.parametrize("depth", [64, 200, 900])
+def test_nesting_past_the_bound_is_refused_before_parsing(depth: int) -> None:
+    got = JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "_vendor/deep", "params": nested(depth)}))
+    assert isinstance(got, Malformed) and got.reason == f"the line nests deeper than {MAX_NESTING} levels"
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = '"[{' * 500 + '\\"]}' * 3
+    params = {"text": text, "list": [[1], [2]] * 300}
+    assert JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "m", "params": params})) == Notification("m", params)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(x) for x in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(x) for x in value.values()), default=0)
+    return 0
+
+
+_JSON = st.recursive(
+    st.integers() | st.text(alphabet='[]{}"\\ab', max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"a', max_size=3), inner, max_size=3)
+    ),
+    max_leaves=60,
+)
+
+
+@given(_JSON)
+def test_nesting_check_agrees_with_the_true_depth(value: Any) -> None:
+    raw = json.dumps(value).encode()
+    for limit in (0, 1, 2, 3, 5):
+        assert nesting_exceeds(raw, limit) is (_depth(value) > limit)
+
+
+def test_an_unreadable_line_naming_a_pending_request_says_so() -> None:
+    peer = JsonRpcPeer()
+    prompt, _ = peer.request("session/prompt")
+    deep = b'{"jsonrpc":"2.0","id":%d,"result":{"stopReason":' % prompt + b"[" * 70 + b"]" * 70 + b"}}"
+    got = peer.receive(deep)
+    assert isinstance(got, Malformed) and got.reply_to == prompt
+    for noise in (b'{"jsonrpc":"2.0","id":99,"result":broken', b"not json at all"):
+        other = peer.receive(noise)
+        assert isinstance(other, Malformed) and other.reply_to is None
 
 
 # -- responses ----------------------------------------------------------------------------------
@@ -392,11 +457,3 @@ def test_answer_to_a_request_id_with_a_lone_surrogate_can_be_encoded() -> None:
     assert out.endswith(b"\n")
     assert out.count(b"\n") == 1
     assert json.loads(out)["id"] == "\ud800"
-
-
-def test_moderately_nested_params_still_parse() -> None:
-    params: Any = "leaf"
-    for _ in range(200):
-        params = {"n": params}
-    got = JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "_vendor/deep", "params": params}))
-    assert got == Notification("_vendor/deep", params)

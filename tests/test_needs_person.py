@@ -110,7 +110,7 @@ async def test_request_between_turns_ends_the_next_turn_without_a_prompt(workspa
 
 
 async def test_log_names_the_unknown_request(workspace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="remote_acp.session.core")
+    caplog.set_level(logging.DEBUG, logger="remote_acp.session")
     async with open_session(workspace, fast_options(scripted())) as s:
         assert (await s.run_turn("@vendor-request ok")).ok
     assert any(

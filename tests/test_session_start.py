@@ -203,8 +203,8 @@ async def test_nul_bytes_are_refused_before_anything_starts(workspace: str) -> N
     with pytest.raises(RemoteAcpError) as env_info:
         async with open_session(workspace, fast_options(scripted()), target):
             pass
-    assert env_info.value.kind is ErrorKind.PORT_EXIT
-    assert str(env_info.value).startswith("failed to start the agent subprocess:")
+    assert env_info.value.kind is ErrorKind.AGENT_NOT_FOUND and not env_info.value.retryable
+    assert str(env_info.value) == "the agent's environment gives BROKEN a value with a NUL character"
 
 
 STOPS_READING_AFTER_INITIALIZE = (

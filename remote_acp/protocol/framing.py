@@ -28,6 +28,8 @@ OVERSIZED: Final = Frame.OVERSIZED
 
 FrameItem = bytes | Literal[Frame.OVERSIZED]
 
+_HEAD: Final = 1600
+
 
 class LineFramer:
     """Split a byte stream into newline-terminated lines of at most ``max_line_bytes``.
@@ -35,7 +37,7 @@ class LineFramer:
     Empty lines are skipped. The bound counts the bytes of a line without its newline.
     """
 
-    __slots__ = ("_discarding", "_max", "_pending")
+    __slots__ = ("_discarding", "_max", "_pending", "oversized_head")
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         if max_line_bytes < 1:
@@ -43,6 +45,8 @@ class LineFramer:
         self._max = max_line_bytes
         self._pending = bytearray()
         self._discarding = False
+        self.oversized_head = b""
+        """The first bytes of the latest over-long line (enough to see which request it answered)."""
 
     @property
     def max_line_bytes(self) -> int:
@@ -87,6 +91,7 @@ class LineFramer:
 
     def _emit(self, line: bytes, out: list[FrameItem]) -> None:
         if len(line) > self._max:
+            self.oversized_head = line[:_HEAD]
             out.append(OVERSIZED)
         elif line:
             out.append(line)
@@ -95,6 +100,7 @@ class LineFramer:
         if self._discarding or not tail:
             return
         if len(self._pending) + len(tail) > self._max:
+            self.oversized_head = bytes(self._pending[:_HEAD]) + tail[: max(0, _HEAD - len(self._pending))]
             self._pending.clear()
             self._discarding = True
             out.append(OVERSIZED)

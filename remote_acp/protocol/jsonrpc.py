@@ -14,12 +14,14 @@ that answers nothing we asked is returned as :class:`StrayResponse` for the call
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "MAX_NESTING",
     "METHOD_NOT_FOUND",
     "JsonRpcPeer",
     "Malformed",
@@ -30,6 +32,7 @@ __all__ = [
     "RpcErrorBody",
     "StrayResponse",
     "encode",
+    "nesting_exceeds",
 ]
 
 METHOD_NOT_FOUND: Final = -32601
@@ -91,15 +94,50 @@ class StrayResponse:
 
 @dataclass(slots=True)
 class Malformed:
-    """A line that is not a JSON-RPC 2.0 message; ``excerpt`` is a bounded prefix of it."""
+    """A line that is not a JSON-RPC 2.0 message; ``excerpt`` is a bounded prefix of it.
+
+    ``reply_to`` is the id of a request of ours that the line appears to answer (it names that
+    id and could not be read), so the caller can tell a lost answer from noise.
+    """
 
     reason: str
     excerpt: str = field(default="")
+    reply_to: RequestId | None = None
 
 
 Incoming = Request | Notification | Response | StrayResponse | Malformed
 
 _EXCERPT = 200
+MAX_NESTING: Final = 64
+"""Deepest nesting of arrays and objects accepted in a line. ACP messages nest a handful of levels;
+the bound sits far below what the parser, the logging and the JSON encoder can take, so a hostile
+line is refused here, once, instead of raising ``RecursionError`` somewhere deeper."""
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS_ONLY = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_ID = re.compile(rb'"id"\s*:\s*(\d{1,18})\b')
+
+
+def nesting_exceeds(line: bytes, limit: int = MAX_NESTING) -> bool:
+    """Whether ``line`` nests arrays and objects deeper than ``limit`` (brackets inside strings
+    do not count). Cheap for ordinary lines: only a line with more than ``limit`` brackets is
+    looked at closely, by stripping innermost pairs level by level (at most ``limit`` passes,
+    each one C-speed work on a string that only shrinks)."""
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    shape = _STRINGS.sub(b"", line).translate(_BRACKETS_ONLY, _NOT_BRACKETS)
+    run = b"[" * (limit + 1)
+    for _ in range(limit):
+        if run in shape:
+            return True
+        stripped = shape.replace(b"[]", b"")
+        if len(stripped) == len(shape):
+            return False  # nothing nests any further (the line is not valid JSON anyway)
+        shape = stripped
+        if not shape:
+            return False
+    return bool(shape)
 
 
 def _excerpt(line: bytes) -> str:
@@ -165,12 +203,14 @@ class JsonRpcPeer:
 
     def receive(self, line: bytes) -> Incoming:
         """Classify one line. Never raises for bad input: it becomes :class:`Malformed`."""
+        if nesting_exceeds(line):
+            return self._unreadable(f"the line nests deeper than {MAX_NESTING} levels", line)
         try:
             message = _loads(line)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
-            return Malformed("the line is not valid JSON", _excerpt(line))
-        except RecursionError:  # nesting deeper than the parser's recursion limit
-            return Malformed("the line nests too deeply to parse", _excerpt(line))
+            return self._unreadable("the line is not valid JSON", line)
+        except RecursionError:  # cannot happen below MAX_NESTING; never let it escape anyway
+            return self._unreadable("the line nests too deeply to parse", line)
         if type(message) is not dict:
             return Malformed("the line is not a JSON-RPC object", _excerpt(line))
         method = message.get("method")
@@ -188,6 +228,16 @@ class JsonRpcPeer:
         if "id" in message and ("result" in message or "error" in message):
             return self._response(message, line)
         return Malformed("the object is neither a request, a notification nor a response", _excerpt(line))
+
+    def _unreadable(self, reason: str, line: bytes) -> Malformed:
+        # A line that names one of our pending ids may have been its answer.
+        match = _ID.search(line)
+        reply_to = int(match.group(1)) if match is not None else None
+        return Malformed(reason, _excerpt(line), reply_to if reply_to in self._outgoing else None)
+
+    def line_answers(self, line: bytes, request_id: RequestId) -> bool:
+        """Whether ``line`` (one the framer could not deliver whole) names ``request_id``."""
+        return any(int(m.group(1)) == request_id for m in _ID.finditer(line[: _EXCERPT * 8]))
 
     def _response(self, message: JsonObject, line: bytes) -> Response | StrayResponse | Malformed:
         request_id = message["id"]

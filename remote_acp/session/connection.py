@@ -1,11 +1,19 @@
 """The byte-level connection to one agent process: the only module that moves protocol bytes.
 
-Theory of operation: a reader task pulls stdout in large reads, frames lines, classifies each
-with the JSON-RPC peer and dispatches it synchronously to a :class:`ConnectionHandler` (the
-session), then calls ``batch_done`` once per read so waiters wake once per batch, not once per
-chunk. A writer task owns stdin: everything we send is queued and written in order, so the
-reader never blocks on a write and an agent that stops reading cannot wedge it. Callers that
-must know a write happened wait on its :class:`WriteTicket`, always under a bound.
+Theory of operation: a reader task pulls stdout in reads of at most 64 KiB, frames lines,
+classifies each with the JSON-RPC peer and dispatches it synchronously to a
+:class:`ConnectionHandler` (the session), then calls ``batch_done`` once per read so waiters wake
+once per batch, not once per chunk. After every read the reader yields to the event loop, so an
+agent that floods cannot starve the other tasks of the process.
+
+Both directions push back instead of growing. The reader stops reading while the handler says
+its caller is behind (:meth:`ConnectionHandler.paused`) or while more than
+:data:`WRITE_HIGH_WATER` bytes wait to be written to the agent (an agent that does not read its
+stdin gets no further answers queued for it); the agent then blocks on its own full stdout pipe.
+A writer task owns stdin: everything we send is queued and written in order, so the reader never
+blocks on a write. :attr:`AgentConnection.writing_since` tells how long the write in progress has
+waited for the agent, so the session can call an agent that stopped reading a failure on time.
+Callers that must know a write happened wait on its :class:`WriteTicket`, always under a bound.
 
 After the agent exits, a descendant may still hold stdout open. The release task gives it
 ``output_drain_ms``; then it closes stdout itself, which ends the reader, and the loss is
@@ -15,10 +23,12 @@ reported with its own message.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
+import anyio.lowlevel
 
 from ..protocol.framing import OVERSIZED, FrameItem, LineFramer
 from ..protocol.jsonrpc import (
@@ -36,7 +46,14 @@ from ..targets.process import AgentProcess, PipeClosed
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["AgentConnection", "ConnectionHandler", "PendingCall", "WriteTicket"]
+__all__ = [
+    "MAX_QUEUED_BYTES",
+    "WRITE_HIGH_WATER",
+    "AgentConnection",
+    "ConnectionHandler",
+    "PendingCall",
+    "WriteTicket",
+]
 
 log = logging.getLogger("remote_acp.session.connection")
 
@@ -44,16 +61,32 @@ OUTPUT_ABANDONED = "the agent runtime exited before the session finished collect
 STREAM_ENDED = "the agent's connection ended before a response arrived"
 
 
+WRITE_HIGH_WATER: Final = 1024 * 1024
+"""Bytes queued for the agent's stdin above which the reader stops reading the agent."""
+MAX_QUEUED_BYTES: Final = 16 * 1024 * 1024
+"""Bytes queued for the agent's stdin above which writing counts as failed (a last resort: the
+reader has stopped long before, so only our own requests can still add to the queue)."""
+
+
 class ConnectionHandler(Protocol):
     """What the connection calls, from its reader task, for each incoming message."""
 
+    def paused(self) -> bool:
+        """Whether the reader must wait before reading more (the caller is behind)."""
+        ...
+
+    def on_resumed(self) -> None: ...
     def on_update(self, params: Any) -> None: ...
     def on_notification(self, method: str, params: Any) -> None: ...
     def on_request(self, request: Request) -> None: ...
     def on_malformed(self, malformed: Malformed) -> None: ...
-    def on_oversized(self) -> None: ...
+    def on_oversized(self, excerpt: bytes) -> None: ...
     def on_write_failed(self) -> None: ...
-    def batch_done(self) -> None: ...
+    def on_write_started(self) -> None:
+        """A write began (it may wait for the agent: see :attr:`AgentConnection.writing_since`)."""
+        ...
+
+    def batch_done(self, nbytes: int) -> None: ...
     def on_lost(self) -> None: ...
 
 
@@ -71,9 +104,13 @@ class WriteTicket:
 
 
 class PendingCall:
-    """One request of ours awaiting its answer; ``done`` is set on answer or connection loss."""
+    """One request of ours awaiting its answer; ``done`` is set on answer or connection loss.
 
-    __slots__ = ("done", "id", "method", "response", "ticket")
+    ``on_done``, when set, is called from the reader at that moment (before any waiter runs),
+    so a decision that depends on the answer is taken where the answer arrived.
+    """
+
+    __slots__ = ("done", "id", "method", "on_done", "response", "ticket")
 
     def __init__(self, request_id: int, method: str, ticket: WriteTicket) -> None:
         self.id = request_id
@@ -81,6 +118,13 @@ class PendingCall:
         self.ticket = ticket
         self.response: Response | None = None
         self.done = anyio.Event()
+        self.on_done: Callable[[], None] | None = None
+
+    def _resolve(self, response: Response | None) -> None:
+        self.response = response
+        self.done.set()
+        if self.on_done is not None:
+            self.on_done()
 
 
 class AgentConnection:
@@ -101,14 +145,19 @@ class AgentConnection:
         self._queue: deque[WriteTicket] = deque()
         self._queue_ready = anyio.Event()
         self._pending: dict[RequestId, PendingCall] = {}
+        self._queued_bytes = 0
         self.lost = anyio.Event()
         self.output_abandoned = False
         self.write_failed = False
         self.bytes_received = 0
+        self.writing_since: float | None = None
+        """When the write in progress began, while it waits for the agent to read (else None)."""
+        self._resume = anyio.Event()
+        self._reader_paused = False
         self._closing = False
         self._scopes: list[anyio.CancelScope] = []
         if stdin_prefix:
-            self._queue.append(WriteTicket(stdin_prefix))
+            self._enqueue(WriteTicket(stdin_prefix))
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         """Start the connection's tasks in ``tg``.
@@ -133,6 +182,7 @@ class AgentConnection:
     def stop(self) -> None:
         """End the connection's tasks (the last step of teardown)."""
         self._closing = True
+        self.resume_reading()
         for scope in self._scopes:
             scope.cancel()
 
@@ -145,13 +195,33 @@ class AgentConnection:
     def send(self, data: bytes) -> WriteTicket:
         """Queue ``data`` for stdin; never blocks."""
         ticket = WriteTicket(data)
+        if self._queued_bytes + len(data) > MAX_QUEUED_BYTES and not self.write_failed and not self._closing:
+            log.warning("the agent stopped reading its input", extra={"queued_bytes": self._queued_bytes})
+            self._fail_writes()
         if self.write_failed or self._closing:
             ticket.failed = True
             ticket.done.set()
             return ticket
-        self._queue.append(ticket)
-        self._queue_ready.set()
+        self._enqueue(ticket)
         return ticket
+
+    def _enqueue(self, ticket: WriteTicket) -> None:
+        self._queue.append(ticket)
+        self._queued_bytes += len(ticket.data)
+        self._queue_ready.set()
+
+    def _fail_writes(self) -> None:
+        self.write_failed = True
+        if not self._closing:
+            self._handler.on_write_failed()
+            self._handler.batch_done(0)
+        self.resume_reading()
+
+    def give_up_writing(self) -> None:
+        """The agent stopped reading: fail every write from now on (the session calls this once
+        its bound for a stuck write passed)."""
+        if not self.write_failed:
+            self._fail_writes()
 
     def call(self, method: str, params: JsonObject | None = None) -> PendingCall:
         """Send a request; the answer arrives on the returned :class:`PendingCall`."""
@@ -173,6 +243,7 @@ class AgentConnection:
         if ticket.started or ticket not in self._queue:
             return ticket.failed and ticket.done.is_set()
         self._queue.remove(ticket)
+        self._queued_bytes -= len(ticket.data)
         ticket.failed = True
         ticket.done.set()
         return True
@@ -200,32 +271,64 @@ class AgentConnection:
             ticket = self._queue[0]
             ticket.started = True
             if not self.write_failed:
+                self.writing_since = time.monotonic()
+                self._handler.on_write_started()
                 try:
                     await self.process.write_stdin(ticket.data)
                 except PipeClosed as exc:
-                    self.write_failed = True
-                    if not self._closing:
+                    if not self._closing and not self.write_failed:
                         log.warning("a write to the agent failed", extra={"reason": str(exc)})
-                        self._handler.on_write_failed()
-                        self._handler.batch_done()
+                    self._fail_writes()
+                finally:
+                    self.writing_since = None
             ticket.failed = self.write_failed
             self._queue.popleft()
+            self._queued_bytes -= len(ticket.data)
             ticket.done.set()
+            if self._reader_paused and self._queued_bytes <= WRITE_HIGH_WATER:
+                self.resume_reading()
 
     # -- receiving ----------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
         process, framer, handler = self.process, self._framer, self._handler
+        checkpoint = anyio.lowlevel.checkpoint
         while True:
             data = await process.read_stdout()
             if not data:
                 break
             self.bytes_received += len(data)
             self._dispatch(framer.feed(data))
-            handler.batch_done()
+            handler.batch_done(len(data))
+            if handler.paused() or self._backlogged():
+                await self._wait_for_room()
+            else:
+                await checkpoint()  # a read that did not wait must not keep the loop to itself
         self._dispatch(framer.end())  # an unterminated last line is still a line
         self.process.stdout_eof.set()
         self._mark_lost()
+
+    def _backlogged(self) -> bool:
+        return self._queued_bytes > WRITE_HIGH_WATER and not self.write_failed
+
+    async def _wait_for_room(self) -> None:
+        self._reader_paused = True
+        try:
+            while not self._closing and (self._handler.paused() or self._backlogged()):
+                self._resume = anyio.Event()
+                await self._resume.wait()
+        finally:
+            self._reader_paused = False
+        self._handler.on_resumed()
+
+    @property
+    def reader_paused(self) -> bool:
+        return self._reader_paused
+
+    def resume_reading(self) -> None:
+        """Let a paused reader check again whether it may read (cheap when it is not paused)."""
+        if self._reader_paused:
+            self._resume.set()
 
     def _dispatch(self, frames: list[FrameItem]) -> None:
         """Hand each frame of one read to the handler (the hot path: no awaits, no allocation
@@ -237,7 +340,7 @@ class AgentConnection:
                     "a line from the agent exceeded the connection's line bound",
                     extra={"max_line_bytes": framer.max_line_bytes},
                 )
-                handler.on_oversized()
+                handler.on_oversized(framer.oversized_head)
                 continue
             message = peer.receive(frame)
             if isinstance(message, Notification):
@@ -248,8 +351,7 @@ class AgentConnection:
             elif isinstance(message, Response):
                 call = pending.pop(message.id, None)
                 if call is not None:
-                    call.response = message
-                    call.done.set()
+                    call._resolve(message)
             elif isinstance(message, Request):
                 handler.on_request(message)
             elif isinstance(message, StrayResponse):
@@ -261,12 +363,13 @@ class AgentConnection:
         if self.lost.is_set():
             return
         self.lost.set()
-        for call in self._pending.values():
-            call.done.set()
+        calls = list(self._pending.values())
         self._pending.clear()
+        for call in calls:
+            call._resolve(None)
         if not self._closing:
             self._handler.on_lost()
-            self._handler.batch_done()
+            self._handler.batch_done(0)
 
     async def _release_output(self) -> None:
         await self.process.exited.wait()
@@ -283,5 +386,7 @@ class AgentConnection:
         self.process.close_stdout()
 
     def begin_close(self) -> None:
-        """Teardown started: losses and write failures are expected from here on."""
+        """Teardown started: losses and write failures are expected from here on, and the reader
+        no longer waits for room (what it reads now only has to be drained)."""
         self._closing = True
+        self.resume_reading()

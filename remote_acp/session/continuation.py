@@ -19,7 +19,6 @@ created, so a load of a session this process created waits until that minute is 
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import anyio
 
+from ..logs import get_logger
 from .capabilities import Capability, CapabilityRecord
 
 if TYPE_CHECKING:
@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NEGATIVE_CONTROL", "ORIGINS", "Continuation", "OriginLedger", "continue_session", "route_for"]
 
-log = logging.getLogger("remote_acp.session.continuation")
+log = get_logger("remote_acp.session.continuation")
+ERROR_TEXT_CAP: Final = 300
+"""How much of a failed continuation's error message the reason quotes (masked, escaped, cut)."""
 
 NEGATIVE_CONTROL: Final = "_remote-acp/probe/unimplemented"
 _RETENTION = timedelta(minutes=2)
@@ -139,7 +141,7 @@ async def continue_session(
         obtained: Obtained = "loaded"
     else:
         params = {"sessionId": resume_id, "cwd": cwd}  # mcpServers is omitted when there are none
-        failure = _judge(await hs.request(method, params, read_timeout_ms), method, control_code)
+        failure = _judge(await hs.request(method, params, read_timeout_ms), method, control_code, normalizer)
         obtained = "resumed"
     if failure is not None:
         return await _fall_back(hs, cwd, read_timeout_ms, normalizer, capabilities, ledger, failure)
@@ -161,7 +163,8 @@ async def _load(
     normalizer.replay_chunks = 0
     try:
         params = {"sessionId": resume_id, "cwd": cwd, "mcpServers": []}
-        failure = _judge(await hs.request("session/load", params, read_timeout_ms), "session/load", control_code)
+        response = await hs.request("session/load", params, read_timeout_ms)
+        failure = _judge(response, "session/load", control_code, normalizer)
         if failure is not None:
             return failure
         deadline = time.monotonic() + read_timeout_ms / 1000
@@ -175,7 +178,7 @@ async def _load(
         normalizer.replaying = False
 
 
-def _judge(response: Response | None, method: str, control_code: int | None) -> str | None:
+def _judge(response: Response | None, method: str, control_code: int | None, normalizer: Normalizer) -> str | None:
     if response is None:
         return f"{method} was not answered within read_timeout_ms"
     if response.error is None:
@@ -185,7 +188,8 @@ def _judge(response: Response | None, method: str, control_code: int | None) -> 
         log.debug("continuation method not implemented", extra={"method": method, "code": code})
     else:
         log.warning("continuation call failed", extra={"method": method, "code": code})
-    return f"{method} error {code}: {response.error.message}"
+    # The runtime's words may quote a credential, and become a notice and a log line.
+    return f"{method} error {code}: {normalizer.masker.quote(response.error.message, ERROR_TEXT_CAP)}"
 
 
 async def _fall_back(

@@ -1,16 +1,25 @@
-"""An ACP session on a launched agent: handshake, turns, unattended answers, teardown.
+"""An ACP session on a launched agent: start, turns, and a teardown that always ends.
 
-Theory of operation: :func:`open_session` launches the agent on a target, performs
-``initialize`` and ``session/new`` and yields a :class:`Session`. The connection's reader task
-calls the ``on_*`` methods below for everything the agent sends; they only record and enqueue,
-never wait. A turn is driven by the caller's own task (:meth:`Session.turn`), which waits for
-the reader's batches and applies the turn's bounds, so the hot path has no extra task or queue
-hop per chunk. Teardown follows one fixed order, shielded from cancellation, whether or not the
-session finished starting.
+Theory of operation: :func:`start_session` launches the agent on a target, performs
+``initialize`` and ``session/new`` (or a continuation) and returns a :class:`Session` whose
+tasks run in a task group the caller owns; :func:`open_session` is the same as a context
+manager with a task group of its own. Three parties meet in a session:
+
+- the connection's reader task hands everything the agent sends to the :class:`Inbox`, which
+  routes it into the turn in flight (its :class:`TurnMachine`) or keeps it for the next turn;
+- the session's supervisor task applies the turn's bounds on time, sends ``session/cancel``
+  when the machine asks for it, and finishes a turn whose connection was lost. It runs whatever
+  the caller does, so a slow caller (or one that stopped iterating) cannot delay a bound;
+- the caller's task takes the turn's events through a :class:`TurnStream`, from any task.
+
+Teardown follows one fixed order (:mod:`remote_acp.session.teardown`), shielded from
+cancellation, whether or not the session finished starting, and whichever task asks for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 import math
 import time
@@ -21,28 +30,32 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import ErrorKind, RemoteAcpError
-from ..events import Event, Notification, SessionStarted, TurnEnded, TurnFailed, utc_now
+from ..events import Event, Notification, SessionStarted, utc_now
 from ..logs import ContextLogger
 from ..masking import mask_secrets
-from ..protocol.disposition import disposition_for_stop_reason
 from ..protocol.normalize import Normalizer
-from ..protocol.wire import InitializeResult, prompt_params
-from ..targets.launch import LaunchTarget, LocalTarget
+from ..protocol.wire import prompt_params
+from ..targets.launch import LocalTarget
 from ..targets.process import AgentProcess
 from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
-from .continuation import ORIGINS, Continuation, OriginLedger, continue_session, route_for
+from .continuation import ORIGINS, Continuation, Obtained, OriginLedger, continue_session, route_for
 from .handshake import Handshake
 from .inbox import Inbox
+from .stream import TurnStream
 from .teardown import ProtocolClose, stop_agent
-from .turn import ActiveTurn, Ending, TurnResult, TurnStream
+from .turn import Ending, TurnBounds, TurnMachine, TurnResult, not_started
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from ..options import SessionOptions
+    from ..protocol.wire import InitializeResult
+    from ..targets.launch import LaunchTarget
 
-__all__ = ["Session", "SessionInfo", "open_session"]
+__all__ = ["Session", "SessionInfo", "open_session", "start_session"]
+
+_SETTLE_SLACK_S = 1.0  # beyond read_timeout_ms, how long an abandoned turn may take to settle
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +70,7 @@ class SessionInfo:
     agent_version: str
     agent_capabilities: dict[str, Any] = field(default_factory=dict)
     """The ``agentCapabilities`` the handshake advertised, as sent."""
-    obtained: str = "new"
+    obtained: Obtained = "new"
     """How the session was obtained: new, loaded, resumed, or fell back (to a new session)."""
 
 
@@ -70,7 +83,7 @@ def _close_method(init: InitializeResult, *, verification: bool) -> str | None:
 
 
 class Session:
-    """A live ACP session. Obtain one with :func:`open_session`."""
+    """A live ACP session. Obtain one with :func:`open_session` or :func:`start_session`."""
 
     def __init__(
         self,
@@ -91,26 +104,49 @@ class Session:
         self._workspace = workspace
         self._options = options
         self._read_s = options.read_timeout_ms / 1000
+        self._bounds = TurnBounds(
+            turn_s=options.turn_timeout_ms / 1000,
+            stall_s=options.stall_timeout_ms / 1000,
+            read_s=self._read_s,
+            turn_ms=options.turn_timeout_ms,
+            stall_ms=options.stall_timeout_ms,
+        )
         self.log = ContextLogger(
-            logging.getLogger("remote_acp.session.core"), {"host": target.label, "component": "session"}
+            logging.getLogger("remote_acp.session"), {"host": target.label, "component": "session"}
         )
         self._process: AgentProcess | None = None
         self._conn: AgentConnection | None = None
         self._normalizer = Normalizer()
-        self._inbox = Inbox(self._normalizer, self.log)  # no tool servers are delivered yet
+        self._inbox = Inbox(self._normalizer, self.log, self._poke)
         self._close_method: str | None = None
-        self._torn_down = False
-        self.info: SessionInfo | None = None
+        self._info: SessionInfo | None = None
+        self._wake = anyio.Event()
+        self._supervisor_scope: anyio.CancelScope | None = None
+        self._torn_down = anyio.Event()
+        self._tearing_down = False
+        self._grace_s = options.stop_grace_ms / 1000
 
     # -- public -------------------------------------------------------------------------------
 
     @property
+    def info(self) -> SessionInfo:
+        """What the handshake established (available once the session has started)."""
+        if self._info is None:
+            raise RuntimeError("the session has not started; use `async with open_session(...) as session:`")
+        return self._info
+
+    @property
     def session_id(self) -> str:
-        return self.info.session_id if self.info else ""
+        return self._info.session_id if self._info else ""
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
+
+    @property
+    def closed(self) -> bool:
+        """Whether teardown has begun (no turn can start any more)."""
+        return self._tearing_down
 
     @property
     def last_message(self) -> str:
@@ -127,26 +163,50 @@ class Session:
         """
         return TurnStream(self, text)
 
-    async def run_turn(self, text: str, on_event: Callable[[Event], object] | None = None) -> TurnResult:
-        """Run one turn, passing each event to ``on_event``; return how it ended.
-
-        :raises RemoteAcpError: ``response_error`` when a turn is already in flight,
-            ``port_exit`` when the connection is gone, ``response_timeout`` when the agent
-            does not take the prompt within ``read_timeout_ms``.
-        """
+    async def run_turn(
+        self, text: str, on_event: Callable[[Event], Awaitable[object] | object] | None = None
+    ) -> TurnResult:
+        """Run one turn, passing each event to ``on_event`` (awaited when it returns an
+        awaitable: a slow consumer pushes back on the agent, while the turn's bounds still fire on
+        time); return how it ended. Never raises for a turn that failed or never started: that
+        is the result's ``error`` (``outcome`` ``turn_not_started`` when the prompt never
+        reached the agent)."""
         async with self.turn(text) as turn:
             async for event in turn:
                 if on_event is not None:
-                    on_event(event)
-        assert turn.result is not None
-        return turn.result
+                    returned = on_event(event)
+                    if inspect.isawaitable(returned):
+                        await returned
+        result = turn.result
+        if result is None:  # the iteration ends only with a result; never pass None as one
+            raise RuntimeError("the turn ended without a result")
+        return result
 
     def cancel(self) -> None:
         """Cancel the turn in flight, if any: ``session/cancel`` is sent once and the runtime's
         own answer awaited for up to ``read_timeout_ms``; the turn ends ``turn_cancelled``."""
-        if (turn := self._inbox.turn) is not None:
-            turn.caller_cancelled = True
-            turn.wake.set()
+        if (machine := self._inbox.turn) is not None:
+            self._cancel_turn(machine)
+
+    def kill(self) -> None:
+        """Stop at once: the turn in flight ends ``turn_cancelled`` now, without waiting for the
+        runtime, and teardown skips the graceful window (the agent's tree is killed right away).
+        For a second Ctrl-C, or an outer deadline that has no time left."""
+        self._grace_s = 0.0
+        if (machine := self._inbox.turn) is not None:
+            machine.stop(Ending.cancelled("the turn was stopped at once"))
+            self._settle(machine)
+
+    async def aclose(self, *, grace_ms: int | None = None) -> None:
+        """Tear the session down from any task (also the one a pool closes warm sessions from).
+
+        A turn still running in another task ends at once (``turn_cancelled``). Teardown takes
+        at most ``stop_grace_ms`` (or ``grace_ms``) plus about a second; ``grace_ms=0`` kills the
+        agent's tree without a graceful window.
+        """
+        if grace_ms is not None:
+            self._grace_s = min(self._grace_s, max(0, grace_ms) / 1000)
+        await self._teardown()
 
     # -- start --------------------------------------------------------------------------------
 
@@ -164,6 +224,7 @@ class Session:
             stdin_prefix=spec.stdin_prefix,
         )
         self._conn.start(tg)
+        tg.start_soon(self._supervise, name="remote-acp turn supervisor")
 
         self._inbox.secrets = spec.secrets
         hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms, secrets=spec.secrets)
@@ -200,7 +261,7 @@ class Session:
         session_id = continuation.session_id
         self._normalizer.session_id = session_id
         self.log.bind(session_id=session_id)
-        self.info = SessionInfo(
+        self._info = SessionInfo(
             session_id=session_id,
             pid=process.pid,
             target=self._target.label,
@@ -212,230 +273,282 @@ class Session:
         )
         self.log.info(
             "agent implementation",
-            extra={"agent_name": self.info.agent_name, "agent_version": self.info.agent_version},
+            extra={"agent_name": self._info.agent_name, "agent_version": self._info.agent_version},
         )
 
     # -- turns --------------------------------------------------------------------------------
 
-    async def _accept(self, turn: ActiveTurn) -> None:
+    def _not_started(self, kind: ErrorKind, message: str, *, retryable: bool | None = None) -> tuple[TurnResult, Event]:
+        error = RemoteAcpError(kind, message, retryable=retryable)
+        return not_started(self.session_id, self.pid, error)
+
+    async def _accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]:
+        """Start a turn: its machine once the prompt is on its way, else why it never started."""
         conn = self._conn
-        assert conn is not None and self.info is not None
+        if conn is None or self._info is None:
+            return self._not_started(ErrorKind.RESPONSE_ERROR, "the session has not started", retryable=False)
+        if self._tearing_down:
+            return self._not_started(ErrorKind.RESPONSE_ERROR, "the session is closed", retryable=False)
         if self._inbox.turn is not None:
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session")
-        if conn.lost.is_set() or conn.write_failed:
-            message = (
-                conn.loss_message
-                if conn.output_abandoned
-                else "the agent connection ended before this turn could start"
+            return self._not_started(
+                ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session", retryable=False
             )
-            raise RemoteAcpError(ErrorKind.PORT_EXIT, message)
+        if conn.lost.is_set() or conn.write_failed:
+            message = conn.loss_message if conn.output_abandoned else _ENDED_BEFORE_TURN
+            return self._not_started(ErrorKind.PORT_EXIT, message)
+        machine = TurnMachine(text, self._bounds, now=time.monotonic(), session_id=self.session_id, pid=self.pid)
         opening: list[Event] = [SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id)]
         if (gaps := self.capabilities.take_notice()) is not None:
             opening.append(Notification(timestamp=utc_now(), pid=self.pid, session_id=self.session_id, message=gaps))
-        self._inbox.attach(turn, opening)
-        turn.started_at = turn.last_event_at = time.monotonic()
+        self._inbox.attach(machine, opening)
+        if self._inbox.latched is not None:
+            # A request between turns already decided this turn: it ends without a prompt.
+            machine.induce(self._inbox.latched)
+            self._inbox.latched = None
+            machine.tick(time.monotonic())
+            self._settle(machine)
+            return machine
+        prompt = conn.call("session/prompt", prompt_params(self.session_id, text))
+        self._inbox.prompt = prompt
+        prompt.on_done = lambda: self._on_prompt_done(machine)
         try:
-            if self._inbox.latched is not None:
-                # A request between turns already decided this turn: end it without a prompt.
-                turn.ending, self._inbox.latched = self._inbox.latched, None
-                return
-            turn.prompt = conn.call("session/prompt", prompt_params(self.session_id, turn.text))
             with anyio.move_on_after(self._read_s):
-                await turn.prompt.ticket.done.wait()
-            if not turn.prompt.ticket.done.is_set():
-                raise RemoteAcpError(
-                    ErrorKind.RESPONSE_TIMEOUT, "timed out waiting for the agent connection to start the turn"
-                )
-            if turn.prompt.ticket.failed:
-                raise RemoteAcpError(ErrorKind.PORT_EXIT, "failed to send the prompt to the agent")
+                await prompt.ticket.done.wait()
         except BaseException:
             # The caller stopped waiting. A prompt still queued is taken back: the turn never
             # existed. One that (partly) reached the runtime is settled like a cancelled turn, so
             # the session is neither wedged "in flight" nor handed this turn's late output.
-            if turn.prompt is None or conn.retract(turn.prompt.ticket):
-                if turn.prompt is not None:
-                    conn.abandon(turn.prompt)
+            if conn.retract(prompt.ticket):
+                conn.abandon(prompt)
                 self._inbox.detach(give_back=True)
             else:
-                await self._abort(turn)
+                machine.on_prompt_sent()
+                await self._abort(machine)
             raise
+        if not prompt.ticket.done.is_set():
+            if conn.retract(prompt.ticket):
+                conn.abandon(prompt)
+                self._inbox.detach(give_back=True)
+                return self._not_started(
+                    ErrorKind.RESPONSE_TIMEOUT, "timed out waiting for the agent connection to start the turn"
+                )
+            # Part of the prompt went out and the rest cannot: the agent stopped reading.
+            machine.on_prompt_sent()
+            conn.give_up_writing()
+            machine.stop(Ending.port_exit(_NOT_READING.format(ms=self._options.read_timeout_ms)))
+            self._settle(machine)
+            return machine
+        if prompt.ticket.failed:
+            conn.abandon(prompt)
+            self._inbox.detach(give_back=True)
+            return self._not_started(ErrorKind.PORT_EXIT, "failed to send the prompt to the agent")
+        machine.on_prompt_sent()
+        self._poke()
+        return machine
 
-    async def _advance(self, turn: ActiveTurn) -> list[Event]:
-        """Wait for the turn's next events; the last batch ends with its terminal event."""
+    def _on_prompt_done(self, machine: TurnMachine) -> None:
+        """The prompt's answer arrived, or the connection ended first (from the reader)."""
+        prompt = self._inbox.prompt
+        if machine is not self._inbox.turn or prompt is None:
+            return
+        response = prompt.response
+        if response is None:
+            machine.on_lost()
+        else:
+            machine.on_answer(response.result, response.error, self._mask)
+        self._settle(machine)
+        self._poke()
+
+    def _mask(self, text: str) -> str:
+        return mask_secrets(text, self._inbox.secrets)
+
+    async def _next_events(self, machine: TurnMachine) -> list[Event]:
+        """The turn's events the caller has not taken; waits for some (or for the end)."""
+        inbox, conn = self._inbox, self._conn
         while True:
-            turn.wake = anyio.Event()
-            self._apply_bounds(turn)
-            events = turn.take()
-            if turn.result is None and await self._try_end(turn):
-                return events + turn.take()
-            if events or turn.result is not None:
+            if machine.events:
+                events = machine.take_all()
+                if conn is not None and conn.reader_paused:
+                    conn.resume_reading()
                 return events
-            now = time.monotonic()
-            with anyio.move_on_after(max(0.0, self._next_deadline(turn) - now)):
-                await turn.wake.wait()
+            if machine.result is not None:
+                return []
+            wake = inbox.turn_wake
+            if wake.is_set():
+                wake = inbox.turn_wake = anyio.Event()
+                continue
+            await wake.wait()
 
-    def _next_deadline(self, turn: ActiveTurn) -> float:
-        opts = self._options
-        deadlines = [math.inf]
-        if turn.ending is None:  # once an ending is decided, only its own wait is left
-            deadlines.append(turn.started_at + opts.turn_timeout_ms / 1000)
-            if opts.stall_timeout_ms > 0:
-                deadlines.append(turn.last_event_at + opts.stall_timeout_ms / 1000)
-        if turn.cancel_sent_at is not None:
-            deadlines.append(turn.cancel_sent_at + self._read_s)
-        if turn.write_failed_at is not None:
-            deadlines.append(turn.write_failed_at + self._read_s)
-        return min(deadlines)
+    def _cancel_turn(self, machine: TurnMachine) -> None:
+        if machine.result is None:
+            machine.induce(Ending.cancelled())
+            self._poke()
 
-    def _apply_bounds(self, turn: ActiveTurn) -> None:
-        if turn.ending is not None or (turn.prompt is not None and turn.prompt.done.is_set()):
-            return  # already ending, or the runtime already answered: that answer decides
-        opts, now = self._options, time.monotonic()
-        if turn.caller_cancelled:
-            self._inbox.end_turn_by(turn, Ending.cancelled())
-        elif now >= turn.started_at + opts.turn_timeout_ms / 1000:
-            self._inbox.end_turn_by(turn, Ending.timed_out(opts.turn_timeout_ms))
-        elif opts.stall_timeout_ms > 0 and now >= turn.last_event_at + opts.stall_timeout_ms / 1000:
-            self._inbox.end_turn_by(turn, Ending.stalled(opts.stall_timeout_ms))
+    async def _abort(self, machine: TurnMachine) -> None:
+        """The caller stopped waiting: cancel the turn and settle it within ``read_timeout_ms``."""
+        with anyio.CancelScope(shield=True):
+            if machine.result is not None:
+                return
+            self._cancel_turn(machine)
+            with anyio.move_on_after(self._read_s + _SETTLE_SLACK_S):
+                while machine.result is None:
+                    await self._next_events(machine)
+            if machine.result is None:  # cannot happen while the supervisor runs; never wedge anyway
+                machine.stop(Ending.cancelled())
+                self._settle(machine)
+            machine.take_all()
 
-    async def _try_end(self, turn: ActiveTurn) -> bool:
+    def _settle(self, machine: TurnMachine) -> None:
+        """A turn that has its result: flush the last message into it and let the next turn in."""
+        if machine.result is None or machine is not self._inbox.turn:
+            return
+        # The terminal event is last: move it behind the message the normalizer still holds.
+        terminal = machine.events.pop()
+        self._normalizer.flush(machine.events.append)
+        machine.events.append(terminal)
+        machine.result = dataclasses.replace(machine.result, last_message=self.last_message)
+        prompt = self._inbox.prompt
+        if prompt is not None and self._conn is not None and not prompt.done.is_set():
+            self._conn.abandon(prompt)
+        if machine.ending is not None and machine.ending.kind is ErrorKind.TURN_INPUT_REQUIRED:
+            self.log.warning("agent asked for a decision only a person can make, ending the attempt")
+        self._inbox.detach()
+        self._inbox.turn_wake.set()
+
+    # -- the supervisor -----------------------------------------------------------------------
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    async def _supervise(self) -> None:
+        """Apply the bounds of the turn in flight on time, whatever its caller is doing."""
+        with anyio.CancelScope() as scope:
+            self._supervisor_scope = scope
+            while True:
+                wake = self._wake = anyio.Event()
+                machine = self._inbox.turn
+                if machine is None:
+                    await wake.wait()
+                    continue
+                now = time.monotonic()
+                self._step(machine, now)
+                if machine.result is None and machine.lost:
+                    detail = await self._exit_detail()
+                    conn = self._conn
+                    message = conn.loss_message if conn is not None else "the agent's connection ended"
+                    machine.finish_lost(message, detail)
+                    self._settle(machine)
+                    continue
+                if machine.result is not None:
+                    continue
+                deadline = min(machine.next_deadline(), self._writer_deadline())
+                if deadline > now:
+                    with anyio.move_on_after(deadline - now if deadline < math.inf else math.inf):
+                        await wake.wait()
+
+    def _writer_deadline(self) -> float:
         conn = self._conn
-        assert conn is not None
-        now = time.monotonic()
-        prompt = turn.prompt
-        if prompt is None:  # ended before a prompt was sent (latched ending)
-            assert turn.ending is not None
-            self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
-            return True
-        if turn.oversized and turn.ending is None:
-            # The over-long line came before its answer and may have been the answer itself: the
-            # outcome cannot be known. The runtime's side is cancelled and settled like any
-            # induced ending, so nothing of this turn leaks into the next one.
-            self._inbox.end_turn_by(
-                turn, Ending.outcome_unknown("a line from the agent exceeded the connection's line bound")
-            )
-        if prompt.done.is_set() and prompt.response is not None:
-            response = prompt.response
-            result = response.result if isinstance(response.result, dict) else {}
-            stop = result.get("stopReason")
-            shown = stop if isinstance(stop, str) else None
-            if turn.ending is not None:  # an induced ending overrides what the answer says
-                self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message, shown)
-            elif response.error is not None:
-                text = mask_secrets(response.error.message, self._inbox.secrets)
-                message = f"session/prompt error {response.error.code}: {text}"
-                self._finish(turn, TurnFailed, ErrorKind.RESPONSE_ERROR, message)
-            elif "stopReason" in result:
-                d = disposition_for_stop_reason(stop, cancel_requested=turn.cancel_sent_at is not None)
-                self._finish(turn, d.event, d.error_kind, d.message, shown)
-            else:
-                why = "the agent's response to the prompt did not decode"
-                self._finish(turn, TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, why)
-            return True
-        if conn.lost.is_set():
-            self._finish(turn, TurnFailed, ErrorKind.PORT_EXIT, conn.loss_message, detail=await self._exit_detail())
-            return True
-        if turn.write_failed_at is not None and now >= turn.write_failed_at + self._read_s:
-            self._finish(
-                turn,
-                TurnFailed,
-                ErrorKind.PORT_EXIT,
-                "a write to the agent failed and no answer followed within read_timeout_ms",
-            )
-            return True
-        if turn.ending is not None and turn.cancel_sent_at is not None and now >= turn.cancel_sent_at + self._read_s:
-            self._finish(turn, turn.ending.event, turn.ending.kind, turn.ending.message)
-            return True
-        return False
+        if conn is None or conn.writing_since is None or conn.write_failed:
+            return math.inf
+        return conn.writing_since + self._read_s
+
+    def _step(self, machine: TurnMachine, now: float) -> None:
+        conn = self._conn
+        if conn is not None and conn.writing_since is not None and now >= conn.writing_since + self._read_s:
+            # A write waited read_timeout_ms for the agent to read: it stopped reading its input.
+            conn.give_up_writing()
+            machine.stop(Ending.port_exit(_NOT_READING.format(ms=self._options.read_timeout_ms)))
+        machine.tick(now)
+        if machine.take_cancel(now) and conn is not None:
+            conn.notify("session/cancel", {"sessionId": self.session_id})
+        if conn is not None:
+            conn.resume_reading()  # an ending decided: the reader must read on to find the answer
+        self._settle(machine)
 
     async def _exit_detail(self) -> str:
         process = self._process
-        assert process is not None
+        if process is None:
+            return ""
         with anyio.move_on_after(min(1.0, self._options.output_drain_ms / 1000)):
             await process.exited.wait()
         if process.exit_status is None:
             return ""
         return f"{process.exit_status.describe()}; stderr: {process.stderr_tail.report()}"
 
-    def _finish(
-        self,
-        turn: ActiveTurn,
-        event: type[TurnEnded],
-        kind: ErrorKind | None,
-        message: str,
-        stop_reason: str | None = None,
-        *,
-        detail: str = "",
-    ) -> None:
-        self._normalizer.flush(turn.sink.append)
-        error = RemoteAcpError(kind, message, detail=detail) if kind is not None else None
-        turn.sink.append(
-            event(
-                timestamp=utc_now(),
-                pid=self.pid,
-                session_id=self.session_id,
-                message=str(error) if error else message,
-                error_kind=kind.value if kind else None,
-                stop_reason=stop_reason,
-            )
-        )
-        turn.result = TurnResult(
-            session_id=self.session_id,
-            outcome=event.type,
-            message=str(error) if error else message,
-            error=error,
-            stop_reason=stop_reason,
-            last_message=self._normalizer.last_message,
-        )
-        if turn.prompt is not None and self._conn is not None and not turn.prompt.done.is_set():
-            self._conn.abandon(turn.prompt)
-        if turn.ending is not None and turn.ending.kind is ErrorKind.TURN_INPUT_REQUIRED:
-            self.log.warning("agent asked for a decision only a person can make, ending the attempt")
-        self._inbox.detach()
-
-    async def _abort(self, turn: ActiveTurn) -> None:
-        """The caller stopped waiting: cancel the turn and settle it within ``read_timeout_ms``."""
-        with anyio.CancelScope(shield=True):
-            if turn.result is not None:
-                return
-            turn.caller_cancelled = True
-            self._apply_bounds(turn)
-            with anyio.move_on_after(self._read_s + 1):
-                while turn.result is None:
-                    await self._advance(turn)
-            if turn.result is None:  # cannot happen while the bounds hold; never wedge anyway
-                self._finish(
-                    turn,
-                    turn.ending.event if turn.ending else TurnFailed,
-                    ErrorKind.TURN_CANCELLED,
-                    "the turn was cancelled",
-                )
-
     # -- teardown -----------------------------------------------------------------------------
 
     async def _teardown(self) -> None:
-        """Stop the session in the fixed order (see :mod:`remote_acp.session.teardown`)."""
+        """Stop the session in the fixed order (see :mod:`remote_acp.session.teardown`); every
+        task that asks waits for the same teardown, which always ends."""
         with anyio.CancelScope(shield=True):
-            if self._torn_down:
+            if self._tearing_down:
+                await self._torn_down.wait()
                 return
-            self._torn_down = True
-            conn, process = self._conn, self._process
-            if conn is None or process is None:
-                return
-            close = ProtocolClose(self._close_method, self.session_id) if self._close_method and self.info else None
-            await stop_agent(
-                conn,
-                process,
-                grace_s=self._options.stop_grace_ms / 1000,
-                drain_s=self._options.output_drain_ms / 1000,
-                close=close,
-                log=self.log,
-            )
-            if self._inbox.queued:
-                self.log.warning(
-                    "dropping events queued for a turn that never started", extra={"count": len(self._inbox.queued)}
+            self._tearing_down = True
+            try:
+                if (machine := self._inbox.turn) is not None:
+                    machine.stop(Ending.cancelled(_CLOSED_MID_TURN))
+                    self._settle(machine)
+                conn, process = self._conn, self._process
+                if conn is None or process is None:
+                    return
+                close = (
+                    ProtocolClose(self._close_method, self.session_id) if self._close_method and self._info else None
                 )
-                self._inbox.queued.clear()
+                await stop_agent(
+                    conn,
+                    process,
+                    grace_s=self._grace_s,
+                    drain_s=self._options.output_drain_ms / 1000,
+                    close=close,
+                    log=self.log,
+                )
+                if self._inbox.between.events:
+                    self.log.warning(
+                        "dropping events queued for a turn that never started",
+                        extra={"count": len(self._inbox.between.events)},
+                    )
+                    self._inbox.between.take()
+            finally:
+                if self._supervisor_scope is not None:
+                    self._supervisor_scope.cancel()
+                self._torn_down.set()
+
+
+_ENDED_BEFORE_TURN = "the agent connection ended before this turn could start"
+_CLOSED_MID_TURN = "the session was closed while the turn was running"
+_NOT_READING = "the agent stopped reading its input: a write waited read_timeout_ms ({ms} ms)"
+
+
+async def start_session(
+    task_group: anyio.abc.TaskGroup,
+    workspace: str,
+    options: SessionOptions,
+    target: LaunchTarget | None = None,
+    *,
+    resume: str | None = None,
+    ledger: OriginLedger = ORIGINS,
+    _verification: bool = False,
+) -> Session:
+    """Start a session whose tasks run in ``task_group``; close it with :meth:`Session.aclose`
+    from any task (the group ends once it is closed). For pools of warm sessions and schedulers
+    that own their task groups; :func:`open_session` is the same as a context manager.
+
+    :raises RemoteAcpError: with the start-up error kinds (see :func:`open_session`). The agent
+        is torn down before the error is raised.
+    """
+    session = Session(
+        target or LocalTarget(), workspace, options, resume_id=resume, verification=_verification, ledger=ledger
+    )
+    try:
+        await session._start(task_group)
+    except BaseException as exc:
+        await session._teardown()
+        if session._process is not None and isinstance(exc, RemoteAcpError):
+            for line in session._process.stderr_tail.lines():
+                session.log.warning("agent stderr: %s", line)
+        raise
+    return session
 
 
 @asynccontextmanager
@@ -455,23 +568,25 @@ async def open_session(
     new session (``session.info.obtained`` says which; the first turn carries a notice).
     ``ledger``: where this process's session creation times are kept (for the load spacing).
 
+    Leaving the block tears the session down: a turn left running is settled within
+    ``read_timeout_ms``, then teardown takes at most ``stop_grace_ms`` plus about a second. A
+    caller with an outer deadline bounds both by calling :meth:`Session.kill` (or
+    ``aclose(grace_ms=0)``) first.
+
     :raises RemoteAcpError: with the start-up error kinds (``agent_not_found``,
         ``invalid_workspace_cwd``, ``port_exit``, ``response_error``, ``response_timeout``,
         ``credential_unverified``). The agent is torn down before the error is raised.
     """
-    session = Session(
-        target or LocalTarget(), workspace, options, resume_id=resume, verification=_verification, ledger=ledger
-    )
     failure: BaseException | None = None
     body_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
         try:
-            await session._start(tg)
+            session = await start_session(
+                tg, workspace, options, target, resume=resume, ledger=ledger, _verification=_verification
+            )
         except BaseException as exc:
             # Raised below, outside the task group, so it is not wrapped in an exception group.
             failure = exc
-        if failure is not None:
-            await session._teardown()
             tg.cancel_scope.cancel()
         else:
             try:
@@ -486,7 +601,4 @@ async def open_session(
     if body_error is not None:
         raise body_error
     if failure is not None:
-        if session._process is not None and isinstance(failure, RemoteAcpError):
-            for line in session._process.stderr_tail.lines():
-                session.log.warning("agent stderr: %s", line)
         raise failure

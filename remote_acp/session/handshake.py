@@ -15,7 +15,7 @@ import anyio
 
 from .._version import __version__
 from ..errors import ErrorKind, RemoteAcpError
-from ..masking import mask_secrets
+from ..masking import Masker
 from ..protocol.wire import (
     PROTOCOL_VERSION,
     InitializeResult,
@@ -31,9 +31,11 @@ if TYPE_CHECKING:
     from ..targets.process import AgentProcess
     from .connection import AgentConnection
 
-__all__ = ["CREDENTIAL_REFUSED", "Handshake"]
+__all__ = ["CREDENTIAL_REFUSED", "ERROR_TEXT_CAP", "Handshake"]
 
 CREDENTIAL_REFUSED: Final = -32000
+ERROR_TEXT_CAP: Final = 500
+"""How much of the runtime's error message an error quotes (masked, escaped, then cut)."""
 
 
 class Handshake:
@@ -52,7 +54,7 @@ class Handshake:
         self._process = process
         self._target = target
         self._drain_s = drain_ms / 1000
-        self._secrets = secrets
+        self._masker = Masker(secrets)
 
     async def request(self, method: str, params: dict[str, Any], timeout_ms: int) -> Response | None:
         """Send a request and wait for its answer; ``None`` on timeout.
@@ -81,7 +83,7 @@ class Handshake:
             )
         if response.error is not None:
             # The runtime's own words may quote a credential it was given: mask before quoting.
-            code, text = response.error.code, mask_secrets(response.error.message, self._secrets)
+            code, text = response.error.code, self._masker.quote(response.error.message, ERROR_TEXT_CAP)
             if code == CREDENTIAL_REFUSED:
                 raise RemoteAcpError(
                     ErrorKind.CREDENTIAL_UNVERIFIED, f"the agent runtime refused its credential: {text!r}"
@@ -106,8 +108,8 @@ class Handshake:
         raw = await self.call("session/new", {"cwd": cwd, "mcpServers": []}, timeout_ms)
         try:
             return parse_new_session(raw)
-        except WireError:
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new response did not decode") from None
+        except WireError as exc:
+            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"session/new response did not decode: {exc}") from None
 
     async def lost_error(self) -> RemoteAcpError:
         """The error for a connection lost before an answer."""

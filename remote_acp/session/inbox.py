@@ -1,17 +1,19 @@
-"""Everything the agent sends, routed: into the turn in flight, or queued for the next one.
+"""Everything the agent sends, routed: into the turn in flight, or kept for the next one.
 
 The connection's reader task calls these methods synchronously; they record, answer through
-the connection's write queue and return, never waiting. Events go to the turn in flight, or,
-between turns, to a queue delivered after the next turn's ``session_started``. A request only a
-person could answer either ends the turn in flight or is latched, so the next turn ends at once
-without a prompt.
+the connection's write queue and return, never waiting. Events go into the turn machine of the
+turn in flight, or, between turns, into a queue bounded in events and bytes, delivered after the
+next turn's ``session_started``. What changes a turn (a request only a person could answer, an
+over-long or unreadable answer, a lost connection) is handed to the turn machine, which decides;
+the inbox never sets a turn's state itself. A request only a person could answer between turns
+is latched, so the next turn ends at once without a prompt.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -19,64 +21,122 @@ from ..events import Event, Malformed, Notification, SessionStarted, utc_now
 from ..masking import mask_secrets
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, Request
 from ..protocol.unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
-from .turn import ActiveTurn, Ending
+from .turn import Ending
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..logs import ContextLogger
     from ..protocol.jsonrpc import Malformed as MalformedLine
     from ..protocol.normalize import Normalizer
-    from .connection import AgentConnection
+    from .connection import AgentConnection, PendingCall
+    from .turn import TurnMachine
 
-__all__ = ["QUEUE_BOUND", "Inbox"]
+__all__ = ["QUEUE_BOUND", "QUEUE_BYTES", "Inbox"]
 
-QUEUE_BOUND = 10_000
+QUEUE_BOUND: Final = 10_000
 """Events kept between turns; an agent that keeps talking with no turn cannot grow memory."""
+QUEUE_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of agent output kept for events between turns (the oldest events go first)."""
+
+OVERSIZED_LINE: Final = "a line from the agent exceeded the connection's line bound"
+
+
+class _Between:
+    """The events that arrive between turns: the newest ones, bounded in count and bytes."""
+
+    __slots__ = ("bytes", "dropped", "events", "sizes")
+
+    def __init__(self) -> None:
+        self.events: deque[Event] = deque()
+        self.sizes: deque[int] = deque()
+        self.bytes = 0
+        self.dropped = 0
+
+    def append(self, event: Event) -> None:
+        size = _size(event)
+        self.events.append(event)
+        self.sizes.append(size)
+        self.bytes += size
+        while len(self.events) > QUEUE_BOUND or (self.bytes > QUEUE_BYTES and len(self.events) > 1):
+            self.events.popleft()
+            self.bytes -= self.sizes.popleft()
+            self.dropped += 1
+
+    def take(self) -> list[Event]:
+        events = list(self.events)
+        self.events.clear()
+        self.sizes.clear()
+        self.bytes = 0
+        return events
+
+    def give_back(self, events: list[Event]) -> None:
+        for event in reversed(events):
+            size = _size(event)
+            self.events.appendleft(event)
+            self.sizes.appendleft(size)
+            self.bytes += size
+
+
+def _size(event: Event) -> int:
+    """Roughly what keeping ``event`` costs, in bytes (its text plus a fixed overhead)."""
+    text = getattr(event, "delta", None) or ""
+    return 200 + len(text) + len(getattr(event, "message", "")) + len(getattr(event, "detail", ""))
 
 
 class Inbox:
-    """The session's :class:`~remote_acp.session.connection.ConnectionHandler`."""
+    """The session's :class:`~remote_acp.session.connection.ConnectionHandler`.
 
-    def __init__(self, normalizer: Normalizer, log: ContextLogger, *, tool_servers_delivered: int = 0) -> None:
+    ``changed`` is called whenever something the session's supervisor acts on has changed (an
+    induced ending to send a cancel for, a lost connection, a failed write).
+    """
+
+    def __init__(self, normalizer: Normalizer, log: ContextLogger, changed: Callable[[], None]) -> None:
         self.normalizer = normalizer
         self.log = log
+        self._changed = changed
         self.conn: AgentConnection | None = None
-        self.turn: ActiveTurn | None = None
-        self.queued: deque[Event] = deque(maxlen=QUEUE_BOUND)
-        """Events that arrived between turns (the newest :data:`QUEUE_BOUND` of them)."""
-        self._overflowed = False
+        self.turn: TurnMachine | None = None
+        self.prompt: PendingCall | None = None
+        """The turn's ``session/prompt`` request, once sent."""
+        self.between = _Between()
         self.latched: Ending | None = None
         """An ending decided between turns, for the next turn."""
         self.secrets: tuple[str, ...] = ()
-        """Values masked in what the agent sent before it is quoted back (malformed lines)."""
-        self._sink: deque[Event] = self.queued
+        """Values masked in what the agent sent before it is quoted back."""
+        self._emit: Callable[[Event], None] = self.between.append
         self._activity = anyio.Event()
-        self._gating = GatingNotice(tool_servers_delivered)
+        self.turn_wake = anyio.Event()
+        """Set when the turn in flight has something new for its caller."""
+        self._gating = GatingNotice(0)  # no tool servers are delivered yet
 
     # -- routing ------------------------------------------------------------------------------
 
-    def attach(self, turn: ActiveTurn, opening: list[Event]) -> None:
+    def attach(self, turn: TurnMachine, opening: list[Event]) -> None:
         """Make ``turn`` the one in flight: its events are the ``opening`` ones, then whatever
         arrived between turns, then what the agent sends from now on."""
-        self.normalizer.flush(self.queued.append)
+        self.normalizer.flush(self.between.append)
         self.turn = turn
-        turn.sink.extend(opening)
-        if self._overflowed:
-            self._overflowed = False
-            message = f"more than {QUEUE_BOUND} events arrived between turns; the oldest were dropped"
+        self.prompt = None
+        self.turn_wake = anyio.Event()
+        turn.events.extend(opening)
+        if self.between.dropped:
+            message = f"{self.between.dropped} events that arrived between turns were dropped (the oldest ones)"
+            self.between.dropped = 0
             self.log.warning(message)
-            turn.sink.append(self._event(Malformed, message=message))
-        turn.sink.extend(self.queued)
-        self.queued.clear()
-        self._sink = turn.sink
+            turn.events.append(self._event(Malformed, message=message))
+        turn.events.extend(self.between.take())
+        self._emit = turn.events.append
 
     def detach(self, *, give_back: bool = False) -> None:
         """No turn is in flight any more. ``give_back``: the turn never reached the runtime, so
         what it was handed (except its ``session_started``) waits for the next turn again."""
-        turn, self.turn = self.turn, None
-        self._sink = self.queued
+        turn, self.turn, self.prompt = self.turn, None, None
+        self._emit = self.between.append
         if give_back and turn is not None:
-            kept = [e for e in turn.take() if not isinstance(e, SessionStarted)]
-            self.queued.extendleft(reversed(kept))
+            self.between.give_back([e for e in turn.take_all() if not isinstance(e, SessionStarted)])
+        if self.conn is not None:
+            self.conn.resume_reading()
 
     def next_activity(self) -> anyio.Event:
         """An event set when the agent next sends something."""
@@ -84,41 +144,48 @@ class Inbox:
             self._activity = anyio.Event()
         return self._activity
 
-    def end_turn_by(self, turn: ActiveTurn, ending: Ending) -> None:
-        """Decide an induced ending: send ``session/cancel`` once and await the runtime's answer."""
-        if turn.ending is not None:
-            return
-        turn.ending = ending
-        if turn.prompt is not None and self.conn is not None and turn.cancel_sent_at is None:
-            turn.cancel_sent_at = time.monotonic()
-            self.conn.notify("session/cancel", {"sessionId": self.normalizer.session_id})
-        turn.wake.set()
-
     def notice(self, message: str) -> None:
-        self.normalizer.flush(self._sink.append)
-        self._sink.append(self._event(Notification, message=message))
+        self.normalizer.flush(self._emit)
+        self._emit(self._event(Notification, message=message))
 
     def _event(self, kind: type[Notification] | type[Malformed], **fields: Any) -> Event:
         return kind(timestamp=utc_now(), pid=self.normalizer.pid, session_id=self.normalizer.session_id, **fields)
 
+    def _induce(self, ending: Ending) -> None:
+        if self.turn is not None:
+            self.turn.induce(ending)
+            self._changed()
+
     def _end_for_person(self, what: str) -> None:
         ending = Ending.input_required(what)
         if self.turn is not None:
-            self.end_turn_by(self.turn, ending)
+            self._induce(ending)
         elif self.latched is None:
             self.latched = ending
 
+    def _answer_outstanding(self) -> bool:
+        """Whether the turn in flight sent its prompt and has no answer yet."""
+        return self.turn is not None and self.prompt is not None and not self.prompt.done.is_set()
+
     # -- the connection's callbacks -----------------------------------------------------------
 
+    def paused(self) -> bool:
+        turn = self.turn
+        return turn is not None and turn.full
+
+    def on_resumed(self) -> None:
+        if self.turn is not None:
+            self.turn.resumed(time.monotonic())
+
     def on_update(self, params: Any) -> None:
-        self.normalizer.on_update(params, self._sink.append)
+        self.normalizer.on_update(params, self._emit)
 
     def on_notification(self, method: str, params: Any) -> None:
-        self.log.debug("ignoring a notification this client does not handle", extra={"method": method})
+        self.log.debug("ignoring a notification this client does not handle", extra={"method": method[:100]})
 
     def on_request(self, request: Request) -> None:
         conn = self.conn
-        assert conn is not None
+        assert conn is not None  # set before the connection starts reading
         turn = self.turn
         reply = answer_agent_request(
             request.method, request.params, winding_down=turn is not None and turn.ending is not None
@@ -126,13 +193,15 @@ class Inbox:
         if reply.error is not None:
             conn.answer_error(request.id, METHOD_NOT_FOUND, reply.error)
             if reply.malformed is None and reply.notice is None:
-                self.log.debug("answered an agent request with method not found", extra={"method": request.method})
+                self.log.debug(
+                    "answered an agent request with method not found", extra={"method": request.method[:100]}
+                )
         else:
             conn.answer(request.id, reply.result)
         if reply.notice is not None:
             self.notice(reply.notice)
         if reply.malformed is not None:
-            self._sink.append(self._event(Malformed, message=NOT_IMPLEMENTED, detail=reply.malformed))
+            self._emit(self._event(Malformed, message=NOT_IMPLEMENTED, detail=reply.malformed))
         if reply.refused and (gated := self._gating.on_refusal()) is not None:
             self.notice(gated)
             self.log.warning(gated)
@@ -140,8 +209,12 @@ class Inbox:
             self._end_for_person(reply.needs_person)
 
     def on_malformed(self, malformed: MalformedLine) -> None:
-        self.normalizer.flush(self._sink.append)
-        self._sink.append(
+        self.normalizer.flush(self._emit)
+        if self._answer_outstanding() and self.prompt is not None and malformed.reply_to == self.prompt.id:
+            self._induce(
+                Ending.outcome_unknown(f"the agent's answer to the prompt could not be read: {malformed.reason}")
+            )
+        self._emit(
             self._event(
                 Malformed,
                 message="received a line that could not be parsed as JSON-RPC",
@@ -149,25 +222,31 @@ class Inbox:
             )
         )
 
-    def on_oversized(self) -> None:
-        turn = self.turn
-        if turn is not None and not (turn.prompt is not None and turn.prompt.done.is_set()):
-            turn.oversized = True
+    def on_oversized(self, excerpt: bytes) -> None:
+        if self._answer_outstanding():
+            # The over-long line came before the answer and may have been the answer itself.
+            self._induce(Ending.outcome_unknown(OVERSIZED_LINE))
         else:
-            self._sink.append(
-                self._event(Malformed, message="a line from the agent exceeded the connection's line bound")
-            )
+            self._emit(self._event(Malformed, message=OVERSIZED_LINE))
 
     def on_write_failed(self) -> None:
-        if self.turn is not None and self.turn.write_failed_at is None:
-            self.turn.write_failed_at = time.monotonic()
-
-    def batch_done(self) -> None:
-        self._activity.set()
         if self.turn is not None:
-            self.turn.note_batch()
-        elif len(self.queued) == QUEUE_BOUND:
-            self._overflowed = True
+            self.turn.on_write_failed(time.monotonic())
+            self._changed()
+
+    def on_write_started(self) -> None:
+        if self.turn is not None:
+            self._changed()  # the supervisor bounds how long the write may wait
+
+    def batch_done(self, nbytes: int) -> None:
+        self._activity.set()
+        turn = self.turn
+        if turn is not None:
+            turn.note_batch(nbytes, time.monotonic())
+            self.turn_wake.set()
 
     def on_lost(self) -> None:
-        self.normalizer.flush(self._sink.append)
+        self.normalizer.flush(self._emit)
+        if self.turn is not None:
+            self.turn.on_lost()
+            self._changed()

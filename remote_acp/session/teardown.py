@@ -1,14 +1,17 @@
 """Stopping an agent: one fixed order, whatever state the session reached.
 
-The order is the behaviour contract's: answer the requests the agent still holds open, end the
-session through the protocol when the handshake advertised a way to, SIGTERM the process group,
-close stdin, wait for the exit within the graceful window, SIGKILL the group as a backstop,
-close stdout and the connection, collect stderr and reap, and release the pipes last.
+The order is the behaviour contract's: end the session through the protocol when the handshake
+advertised a way to, SIGTERM the agent's tree, close stdin, wait for the exit within the
+graceful window, SIGKILL the tree as a backstop, close stdout and the connection, collect
+stderr and reap, and release the pipes last. (The contract's first step, answering the requests
+the agent still holds open, has nothing to do here: every agent request is answered the moment
+it is read, and one that was never read is not open for us.)
 
-``stop_grace_ms`` is one window that starts when teardown starts: the answers may use half of
-what remains, the protocol close half of what remains after that, so neither can eat the
-signal that follows. Every step is bounded even when the agent stopped reading, and the whole
-sequence is shielded from cancellation, so a cancelled caller still reaps its child.
+``stop_grace_ms`` is one window that starts when teardown starts: the protocol close may use
+half of it, so it cannot eat the signal that follows. After the SIGKILL every wait is bounded by
+:data:`AFTER_KILL_S` in all, so teardown takes at most ``stop_grace_ms`` plus about a second. It
+is shielded from cancellation, so a cancelled caller still reaps its child, and its last steps
+run even when an earlier one raised, so the connection's tasks always end.
 """
 
 from __future__ import annotations
@@ -16,21 +19,22 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio
-
-from ..protocol.jsonrpc import METHOD_NOT_FOUND
-from ..protocol.unattended import CANCELLED_OUTCOME
+import anyio.to_thread
 
 if TYPE_CHECKING:
     from ..logs import ContextLogger
     from ..targets.process import AgentProcess
     from .connection import AgentConnection
 
-__all__ = ["ProtocolClose", "stop_agent"]
+__all__ = ["AFTER_KILL_S", "ProtocolClose", "stop_agent"]
 
-_EOF_GLANCE_S = 0.2  # how long a cooperative agent's pipes get to reach end of stream
+AFTER_KILL_S: Final = 1.0
+"""How long, after the SIGKILL, the pipes may take to reach end of stream and the process to be
+reaped (whoever still holds a pipe is killed too)."""
+_EOF_GLANCE_S: Final = 0.2  # how long a killed agent's pipes get before their holders are hunted
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,55 +54,63 @@ async def stop_agent(
     close: ProtocolClose | None,
     log: ContextLogger,
 ) -> None:
-    """Run the fixed teardown order; bounded by ``grace_s`` plus twice ``drain_s``."""
+    """Run the fixed teardown order; bounded by ``grace_s`` plus :data:`AFTER_KILL_S`."""
     with anyio.CancelScope(shield=True):
-        deadline = time.monotonic() + grace_s
+        try:
+            await _stop(conn, process, grace_s=grace_s, drain_s=drain_s, close=close, log=log)
+        finally:
+            # Whatever happened above, the connection's tasks end and the descriptors close.
+            conn.stop()
+            process.reap()
+            process.release()
 
-        def remaining() -> float:
-            return max(0.0, deadline - time.monotonic())
 
-        # 1. answer every request the agent still holds open
-        for request_id, method in list(conn.peer.open_incoming.items()):
-            if method == "session/request_permission":
-                conn.answer(request_id, CANCELLED_OUTCOME)
-            else:
-                conn.answer_error(request_id, METHOD_NOT_FOUND, "method not found")
-        with anyio.move_on_after(remaining() / 2):
-            await conn.flush()
-        # 2. end the session through the protocol, when advertised
-        if close is not None and not conn.lost.is_set():
-            await _close_through_protocol(conn, close, remaining() / 2, log)
-        conn.begin_close()
-        # 3. SIGTERM to the group (and to descendants that left it), 4. close stdin
-        process.remember_descendants()
+async def _stop(
+    conn: AgentConnection,
+    process: AgentProcess,
+    *,
+    grace_s: float,
+    drain_s: float,
+    close: ProtocolClose | None,
+    log: ContextLogger,
+) -> None:
+    deadline = time.monotonic() + grace_s
+
+    def remaining() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    # 1. end the session through the protocol, when advertised
+    if close is not None and not conn.lost.is_set() and grace_s > 0:
+        await _close_through_protocol(conn, close, remaining() / 2, log)
+    conn.begin_close()
+    # 2. SIGTERM to the agent's tree, 3. close stdin
+    if grace_s > 0:
+        await anyio.to_thread.run_sync(process.remember_descendants)
         process.signal_group(signal.SIGTERM)
-        process.close_stdin()
-        # 5. wait for the exit within what is left of the window
-        with anyio.move_on_after(remaining()):
-            await process.exited.wait()
-        if not process.exited.is_set():
-            log.warning(
-                "agent did not exit inside the graceful period and was force-terminated",
-                extra={"grace_ms": round(grace_s * 1000)},
-            )
-        # 6. SIGKILL the group unconditionally, as a backstop
-        process.signal_group(signal.SIGKILL)
-        # 7. close stdout and the connection; whoever still holds our pipes is killed too
-        with anyio.move_on_after(_EOF_GLANCE_S):
-            await process.stderr_eof.wait()
-            await process.stdout_eof.wait()
-        if conn.output_abandoned or not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
-            process.kill_pipe_holders()
-        process.close_stdout()
-        # 8. collect stderr and reap
-        with anyio.move_on_after(drain_s):
-            await process.stderr_eof.wait()
-        with anyio.move_on_after(drain_s):
-            await process.exited.wait()
-        process.reap()
-        # 9. release the pipes last
-        conn.stop()
-        process.release()
+    process.close_stdin()
+    # 4. wait for the exit within what is left of the window
+    with anyio.move_on_after(remaining()):
+        await process.exited.wait()
+    if not process.exited.is_set() and grace_s > 0:
+        log.warning(
+            "agent did not exit inside the graceful period and was force-terminated",
+            extra={"grace_ms": round(grace_s * 1000)},
+        )
+    # 5. SIGKILL the tree unconditionally, as a backstop
+    after_kill = time.monotonic() + AFTER_KILL_S
+    await anyio.to_thread.run_sync(process.remember_descendants)
+    process.signal_group(signal.SIGKILL)
+    # 6. close stdout and the connection; whoever still holds our pipes is killed too
+    with anyio.move_on_after(_EOF_GLANCE_S):
+        await process.stderr_eof.wait()
+        await process.stdout_eof.wait()
+    if conn.output_abandoned or not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
+        await anyio.to_thread.run_sync(process.kill_pipe_holders)
+    process.close_stdout()
+    # 7. collect stderr and reap (8., releasing the pipes, follows in stop_agent)
+    with anyio.move_on_after(min(drain_s, max(0.0, after_kill - time.monotonic()))):
+        await process.stderr_eof.wait()
+        await process.exited.wait()
 
 
 async def _close_through_protocol(

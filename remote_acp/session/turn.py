@@ -1,28 +1,72 @@
-"""One prompt turn: its state, how it can end, and the result a caller gets.
+"""One prompt turn as a state machine without I/O, and the stream a caller iterates.
 
-The state is shared by two parties: the connection's reader task (through the session) adds
-events and records what the agent did; the caller's task drives the turn (waits, applies the
-bounds, decides the ending). A turn ends exactly once, with one terminal event.
+Theory of operation: :class:`TurnMachine` owns everything a turn is: the events not yet handed
+to the caller, the time of the last one, the ending the client induced (cancel, timeout, stall,
+a request only a person can answer), and the result. It is fed what happened (events, the
+prompt's answer, a lost connection, an over-long line) and the time, and it answers two
+questions for whoever drives it: when is the next bound due (:meth:`TurnMachine.next_deadline`)
+and does the runtime need a ``session/cancel`` now (:meth:`TurnMachine.take_cancel`). It never
+waits, never sends, never reads a clock; so every rule of a turn is tested without processes.
+
+The buffer between the agent and the caller is bounded. While a turn runs, the session stops
+reading the agent once :attr:`TurnMachine.full` says so, which pushes back on the agent through
+its stdout pipe; reading resumes when the caller has taken everything. The bounds do not wait
+for the caller: the session's supervisor applies them on time, and the terminal event goes in
+after whatever the caller has not taken yet. Once an ending is decided the session must read on
+to find the runtime's answer, so the events that no longer fit are dropped and counted.
 """
 
 from __future__ import annotations
 
-import time
+import math
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-
-import anyio
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ..errors import ErrorKind, RemoteAcpError
-from ..events import Event, TurnCancelled, TurnEnded, TurnFailed, TurnInputRequired, TurnTimedOut
+from ..events import (
+    Event,
+    Malformed,
+    TurnCancelled,
+    TurnEnded,
+    TurnFailed,
+    TurnInputRequired,
+    TurnNotStarted,
+    TurnTimedOut,
+    utc_now,
+)
+from ..protocol.disposition import disposition_for_stop_reason
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    from collections.abc import Callable
 
-    from .connection import PendingCall
+    from ..protocol.jsonrpc import RpcErrorBody
 
-__all__ = ["ActiveTurn", "Ending", "TurnDriver", "TurnResult", "TurnStream"]
+__all__ = [
+    "MAX_BUFFERED_BYTES",
+    "MAX_BUFFERED_EVENTS",
+    "Ending",
+    "Outcome",
+    "TurnBounds",
+    "TurnMachine",
+    "TurnResult",
+    "not_started",
+]
+
+MAX_BUFFERED_EVENTS: Final = 4096
+"""Events held for a caller that has not taken them before the session stops reading."""
+MAX_BUFFERED_BYTES: Final = 8 * 1024 * 1024
+"""Bytes read from the agent for events the caller has not taken, before the session stops
+reading (one line may exceed it; it is then the last read until the caller catches up)."""
+
+Outcome = Literal[
+    "turn_completed",
+    "turn_failed",
+    "turn_cancelled",
+    "turn_timed_out",
+    "turn_input_required",
+    "turn_not_started",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +78,8 @@ class Ending:
     message: str
 
     @classmethod
-    def cancelled(cls) -> Ending:
-        return cls(TurnCancelled, ErrorKind.TURN_CANCELLED, "the turn was cancelled")
+    def cancelled(cls, why: str = "the turn was cancelled") -> Ending:
+        return cls(TurnCancelled, ErrorKind.TURN_CANCELLED, why)
 
     @classmethod
     def timed_out(cls, bound_ms: int) -> Ending:
@@ -61,15 +105,18 @@ class Ending:
             f"agent asked for a decision only a person can make: {what}",
         )
 
+    @classmethod
+    def port_exit(cls, why: str) -> Ending:
+        return cls(TurnFailed, ErrorKind.PORT_EXIT, why)
+
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """How a turn ended. ``error`` is ``None`` exactly when the turn completed."""
 
     session_id: str
-    outcome: str
-    """The terminal event's type: turn_completed, turn_failed, turn_cancelled, turn_timed_out or
-    turn_input_required."""
+    outcome: Outcome
+    """The terminal event's type; ``turn_not_started`` when the prompt never reached the agent."""
     message: str
     error: RemoteAcpError | None
     stop_reason: str | None
@@ -96,86 +143,249 @@ class TurnResult:
         }
 
 
-class ActiveTurn:
-    """Mutable state of the turn in flight."""
+@dataclass(frozen=True, slots=True)
+class TurnBounds:
+    """The turn's time bounds, in seconds (``stall_s <= 0`` disables the stall bound)."""
 
-    def __init__(self, text: str) -> None:
+    turn_s: float
+    stall_s: float
+    read_s: float
+    turn_ms: int
+    stall_ms: int
+
+
+class TurnMachine:
+    """The state of one turn, from acceptance to its one terminal event.
+
+    ``session_id`` and ``pid`` label the events it creates; ``now`` is a monotonic time.
+    """
+
+    def __init__(self, text: str, bounds: TurnBounds, *, now: float, session_id: str, pid: int | None) -> None:
         self.text = text
-        self.sink: deque[Event] = deque()
-        self.wake = anyio.Event()
-        self.prompt: PendingCall | None = None
-        self.started_at = time.monotonic()
-        self.last_event_at = self.started_at
+        self.bounds = bounds
+        self.session_id = session_id
+        self.pid = pid
+        self.events: deque[Event] = deque()
+        """Events not yet taken by the caller, in order; the terminal one is last."""
+        self.buffered_bytes = 0
+        self.dropped = 0
+        """Events dropped because the caller had not taken earlier ones when the turn was ending."""
+        self.started_at = now
+        self.last_event_at = now
         self.ending: Ending | None = None
-        """An induced ending, once one is decided (then ``session/cancel`` has been sent)."""
+        self.prompt_sent = False
         self.cancel_sent_at: float | None = None
-        self.caller_cancelled = False
-        self.oversized = False
+        self._cancel_due = False
         self.write_failed_at: float | None = None
+        self.lost = False
+        """The connection ended: the session finishes the turn once it knows the exit status."""
         self.result: TurnResult | None = None
         self._seen = 0
 
-    def note_batch(self) -> None:
-        """Called once per reader batch: record activity and wake the driver."""
-        if len(self.sink) != self._seen:
-            self._seen = len(self.sink)
-            self.last_event_at = time.monotonic()
-        self.wake.set()
+    # -- what the agent sent ------------------------------------------------------------------
 
-    def take(self) -> list[Event]:
-        events = list(self.sink)
-        self.sink.clear()
+    @property
+    def full(self) -> bool:
+        """Whether the session should stop reading the agent until the caller catches up."""
+        return self.ending is None and (
+            len(self.events) >= MAX_BUFFERED_EVENTS or self.buffered_bytes >= MAX_BUFFERED_BYTES
+        )
+
+    def note_batch(self, nbytes: int, now: float) -> None:
+        """One read of ``nbytes`` was dispatched (its events were appended to :attr:`events`)."""
+        if self.result is not None:
+            return
+        if len(self.events) != self._seen:
+            self.last_event_at = now
+        self.buffered_bytes += nbytes
+        if self.ending is not None and len(self.events) > MAX_BUFFERED_EVENTS:
+            # Ending: reading goes on to find the runtime's answer; what no longer fits is dropped.
+            while len(self.events) > MAX_BUFFERED_EVENTS:
+                self.events.pop()
+                self.dropped += 1
+        self._seen = len(self.events)
+
+    def take_all(self) -> list[Event]:
+        """Every event the caller has not taken yet, in order (the buffer is then empty)."""
+        events = list(self.events)
+        self.events.clear()
+        self.buffered_bytes = 0
         self._seen = 0
         return events
 
+    def resumed(self, now: float) -> None:
+        """Reading resumed after the caller caught up: the wait was not the agent's stall."""
+        self.last_event_at = max(self.last_event_at, now)
 
-class TurnDriver(Protocol):
-    """What a :class:`TurnStream` needs from its session."""
+    # -- endings ------------------------------------------------------------------------------
 
-    async def _accept(self, turn: ActiveTurn) -> None: ...
-    async def _advance(self, turn: ActiveTurn) -> list[Event]: ...
-    async def _abort(self, turn: ActiveTurn) -> None: ...
+    def induce(self, ending: Ending) -> None:
+        """Decide an induced ending (the first one wins); the runtime is then sent
+        ``session/cancel`` once, if it ever got the prompt, and its answer awaited."""
+        if self.ending is not None or self.result is not None:
+            return
+        self.ending = ending
+        self._cancel_due = self.prompt_sent
 
+    def take_cancel(self, now: float) -> bool:
+        """Whether ``session/cancel`` must be sent now (then it counts as sent)."""
+        if not self._cancel_due:
+            return False
+        self._cancel_due = False
+        self.cancel_sent_at = now
+        return True
 
-class TurnStream:
-    """One turn: an async context manager that is also an async iterator of events.
+    def on_prompt_sent(self) -> None:
+        self.prompt_sent = True
+        self._cancel_due = self.ending is not None and self.cancel_sent_at is None
 
-    Leaving the block before the turn ended (a ``break``, an exception, a cancelled task)
-    cancels the turn and waits, bounded by ``read_timeout_ms``, for the runtime to settle it,
-    so the session is never left with a turn in flight that nobody waits for.
-    """
+    def on_answer(self, result: Any, error: RpcErrorBody | None, mask: Callable[[str], str]) -> None:
+        """The runtime answered ``session/prompt``: that decides, unless an ending was induced."""
+        if self.result is not None:
+            return
+        answer = result if isinstance(result, dict) else {}
+        stop = answer.get("stopReason")
+        shown = mask(stop)[:200] if isinstance(stop, str) else None
+        if self.ending is not None:
+            self._finish(self.ending.event, self.ending.kind, self.ending.message, shown)
+        elif error is not None:
+            message = f"session/prompt error {error.code}: {mask(error.message)}"
+            self._finish(TurnFailed, ErrorKind.RESPONSE_ERROR, message)
+        elif "stopReason" in answer:
+            masked = mask(stop) if isinstance(stop, str) else stop
+            d = disposition_for_stop_reason(masked, cancel_requested=self.cancel_sent_at is not None)
+            self._finish(d.event, d.error_kind, d.message, shown)
+        else:
+            self._finish(TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, UNDECODABLE_ANSWER)
 
-    def __init__(self, driver: TurnDriver, text: str) -> None:
-        self._session = driver
-        self._turn = ActiveTurn(text)
-        self._buffer: deque[Event] = deque()
+    def on_unreadable_answer(self, why: str) -> None:
+        """A line that may have been the prompt's answer could not be read (over the line bound,
+        not JSON, nested too deeply): the outcome cannot be known. The runtime's side is cancelled
+        and settled like any induced ending, so nothing of this turn leaks into the next one."""
+        self.induce(Ending.outcome_unknown(why))
 
-    @property
-    def result(self) -> TurnResult | None:
-        """How the turn ended; ``None`` until it has."""
-        return self._turn.result
+    def on_write_failed(self, now: float) -> None:
+        if self.write_failed_at is None:
+            self.write_failed_at = now
 
-    def cancel(self) -> None:
-        if self._turn.result is None:
-            self._turn.caller_cancelled = True
-            self._turn.wake.set()
+    def on_lost(self) -> None:
+        self.lost = True
 
-    async def __aenter__(self) -> TurnStream:
-        await self._session._accept(self._turn)
-        return self
+    def finish_lost(self, message: str, detail: str) -> None:
+        """The connection ended before the answer: ``port_exit`` with the exit report."""
+        if self.result is None:
+            self._finish(TurnFailed, ErrorKind.PORT_EXIT, message, detail=detail)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    def stop(self, ending: Ending) -> None:
+        """End now, without waiting for the runtime (the session is closing or being killed)."""
+        if self.result is None:
+            chosen = self.ending or ending
+            self._finish(chosen.event, chosen.kind, chosen.message)
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        """When :meth:`tick` next has something to decide (``inf``: nothing is due)."""
+        if self.result is not None:
+            return math.inf
+        b = self.bounds
+        deadlines = [math.inf]
+        if self.ending is None:
+            deadlines.append(self.started_at + b.turn_s)
+            if b.stall_s > 0 and not self._waiting_for_caller():
+                deadlines.append(self.last_event_at + b.stall_s)
+        if self.cancel_sent_at is not None:
+            deadlines.append(self.cancel_sent_at + b.read_s)
+        elif self.ending is not None and not self.prompt_sent:
+            deadlines.append(-math.inf)  # ended before the prompt went out: nothing to wait for
+        if self.write_failed_at is not None:
+            deadlines.append(self.write_failed_at + b.read_s)
+        return min(deadlines)
+
+    def _waiting_for_caller(self) -> bool:
+        # The session stopped reading because the caller is behind: silence is not the agent's.
+        return len(self.events) >= MAX_BUFFERED_EVENTS or self.buffered_bytes >= MAX_BUFFERED_BYTES
+
+    def tick(self, now: float) -> None:
+        """Apply every bound that is due at ``now``."""
+        if self.result is not None:
+            return
+        b = self.bounds
+        if self.ending is None:
+            if now >= self.started_at + b.turn_s:
+                self.induce(Ending.timed_out(b.turn_ms))
+            elif b.stall_s > 0 and not self._waiting_for_caller() and now >= self.last_event_at + b.stall_s:
+                self.induce(Ending.stalled(b.stall_ms))
+        if self.ending is not None:
+            waited_out = self.cancel_sent_at is not None and now >= self.cancel_sent_at + b.read_s
+            if waited_out or not self.prompt_sent:
+                self._finish(self.ending.event, self.ending.kind, self.ending.message)
+                return
+        if self.write_failed_at is not None and now >= self.write_failed_at + b.read_s:
+            self._finish(
+                TurnFailed,
+                ErrorKind.PORT_EXIT,
+                "a write to the agent failed and no answer followed within read_timeout_ms",
+            )
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def _finish(
+        self,
+        event: type[TurnEnded],
+        kind: ErrorKind | None,
+        message: str,
+        stop_reason: str | None = None,
+        *,
+        detail: str = "",
     ) -> None:
-        if self._turn.result is None:
-            await self._session._abort(self._turn)
+        error = RemoteAcpError(kind, message, detail=detail) if kind is not None else None
+        text = str(error) if error else message
+        if self.dropped:
+            self.events.append(
+                Malformed(
+                    timestamp=utc_now(),
+                    pid=self.pid,
+                    session_id=self.session_id,
+                    message=f"{self.dropped} events arrived after the turn's ending was decided and were dropped",
+                )
+            )
+        self.events.append(
+            event(
+                timestamp=utc_now(),
+                pid=self.pid,
+                session_id=self.session_id,
+                message=text,
+                error_kind=kind.value if kind else None,
+                stop_reason=stop_reason,
+            )
+        )
+        self.result = TurnResult(
+            session_id=self.session_id,
+            outcome=event.type,  # type: ignore[arg-type]  # the terminal event types are the outcomes
+            message=text,
+            error=error,
+            stop_reason=stop_reason,
+            last_message="",  # the session fills it in once the normalizer has flushed
+        )
 
-    def __aiter__(self) -> TurnStream:
-        return self
 
-    async def __anext__(self) -> Event:
-        while not self._buffer:
-            if self._turn.result is not None:
-                raise StopAsyncIteration
-            self._buffer.extend(await self._session._advance(self._turn))
-        return self._buffer.popleft()
+UNDECODABLE_ANSWER: Final = "the agent's response to the prompt did not decode"
+
+
+def not_started(
+    session_id: str, pid: int | None, error: RemoteAcpError, last_message: str = ""
+) -> tuple[TurnResult, TurnNotStarted]:
+    """The result, and the one event, of a turn whose prompt never reached the agent."""
+    result = TurnResult(
+        session_id=session_id,
+        outcome="turn_not_started",
+        message=str(error),
+        error=error,
+        stop_reason=None,
+        last_message=last_message,
+    )
+    event = TurnNotStarted(
+        timestamp=utc_now(), pid=pid, session_id=session_id, message=str(error), error_kind=error.kind.value
+    )
+    return result, event

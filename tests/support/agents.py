@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from remote_acp import Session, SessionOptions, TurnResult
 
-__all__ = ["SDK_AGENT", "fast_options", "give_up_on_turn", "scripted", "sdk_agent"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["SDK_AGENT", "fast_options", "give_up_on_turn", "scripted", "sdk_agent", "wait_until"]
 
 SDK_AGENT = Path(__file__).resolve().parents[1] / "agents" / "sdk_agent.py"
 
@@ -47,3 +52,10 @@ async def give_up_on_turn(session: Session, prompt: str) -> TurnResult:
             pass
     assert turn.result is not None
     return turn.result
+
+
+async def wait_until(condition: Callable[[], bool], *, within: float = 10.0) -> None:
+    """Wait until ``condition()`` holds (something observable), failing after ``within`` seconds."""
+    with anyio.fail_after(within):
+        while not condition():  # noqa: ASYNC110  # what is observed has no event of its own
+            await anyio.sleep(0.01)

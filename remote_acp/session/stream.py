@@ -1,0 +1,91 @@
+"""A turn as the caller holds it: an async context manager that is also an async iterator.
+
+Leaving the block before the turn ended (a ``break``, an exception, a cancelled task) cancels the
+turn and waits, bounded by ``read_timeout_ms``, for the runtime to settle it, so the session is
+never left with a turn in flight that nobody waits for. Misuse (iterating outside the block, or
+after it) is a :class:`RuntimeError` with a message that says what to do, whatever ``-O`` says.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ..events import Event
+    from .turn import TurnMachine, TurnResult
+
+__all__ = ["TurnDriver", "TurnStream"]
+
+
+class TurnDriver(Protocol):
+    """What a :class:`TurnStream` needs from its session."""
+
+    async def _accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]: ...
+    async def _next_events(self, machine: TurnMachine) -> list[Event]: ...
+    async def _abort(self, machine: TurnMachine) -> None: ...
+    def _cancel_turn(self, machine: TurnMachine) -> None: ...
+
+
+class TurnStream:
+    """One turn; obtain it with :meth:`Session.turn <remote_acp.Session.turn>`."""
+
+    def __init__(self, driver: TurnDriver, text: str) -> None:
+        self._driver = driver
+        self._text = text
+        self._machine: TurnMachine | None = None
+        self._not_started: TurnResult | None = None
+        self._buffer: deque[Event] = deque()
+        self._state = "new"  # new -> open -> closed
+
+    @property
+    def result(self) -> TurnResult | None:
+        """How the turn ended; ``None`` until it has."""
+        if self._not_started is not None:
+            return self._not_started
+        return self._machine.result if self._machine is not None else None
+
+    def cancel(self) -> None:
+        """Cancel this turn (see :meth:`Session.cancel <remote_acp.Session.cancel>`)."""
+        if self._machine is not None:
+            self._driver._cancel_turn(self._machine)
+
+    async def __aenter__(self) -> TurnStream:
+        if self._state != "new":
+            raise RuntimeError("a turn can be entered once; start another with session.turn(text)")
+        self._state = "open"
+        accepted = await self._driver._accept(self._text)
+        if isinstance(accepted, tuple):
+            self._not_started, event = accepted
+            self._buffer.append(event)
+        else:
+            self._machine = accepted
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._state = "closed"
+        if self._machine is not None and self._machine.result is None:
+            await self._driver._abort(self._machine)
+
+    def __aiter__(self) -> TurnStream:
+        self._check_open()
+        return self
+
+    async def __anext__(self) -> Event:
+        self._check_open()
+        while not self._buffer:
+            machine = self._machine
+            if machine is None or (machine.result is not None and not machine.events):
+                raise StopAsyncIteration
+            self._buffer.extend(await self._driver._next_events(machine))
+        return self._buffer.popleft()
+
+    def _check_open(self) -> None:
+        if self._state == "new":
+            raise RuntimeError("iterate a turn inside its block: `async with session.turn(text) as turn:`")
+        if self._state == "closed":
+            raise RuntimeError("this turn's block has ended; its outcome is in `turn.result`")
