@@ -156,8 +156,8 @@ async def test_turn_after_connection_loss_never_starts(workspace: str) -> None:
     err = failure(again)
     assert err.kind is ErrorKind.PORT_EXIT and err.retryable
     assert str(err) == "the agent connection ended before this turn could start"
-    assert [type(e) for e in events] == [TurnNotStarted]
-    assert events[0].message == str(err) and events[0].error_kind == "port_exit"
+    (only,) = events
+    assert isinstance(only, TurnNotStarted) and only.message == str(err) and only.error_kind == "port_exit"
 
 
 async def test_second_turn_in_flight_never_reaches_the_agent(workspace: str, tmp_path: Path) -> None:
