@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remote_acp.events import Event, Malformed, Notification, OtherMessage, ToolResult
-from remote_acp.protocol.normalize import MESSAGE_CAP, TOOL_KINDS, Normalizer, cap_text, normalize_tool_kind
+from remote_acp.protocol.normalize import (
+    DETAIL_CAP,
+    MESSAGE_CAP,
+    TOOL_KINDS,
+    Normalizer,
+    cap_text,
+    normalize_tool_kind,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PID = 4242
@@ -378,7 +385,8 @@ def test_unknown_variant_ends_the_open_message() -> None:
 
 def test_unknown_variant_detail_is_bounded() -> None:
     _, events = run([update("v" * 1000)])
-    assert fixed(events) == [malformed("received a session update of an unrecognized kind", "v" * 100)]
+    cut = "v" * (DETAIL_CAP - 1) + "…"
+    assert fixed(events) == [malformed("received a session update of an unrecognized kind", cut)]
 
 
 @pytest.mark.parametrize(("kind", "detail"), [(None, "None"), (5, "5"), (True, "True")])
@@ -426,12 +434,12 @@ def test_unknown_fields_and_meta_are_tolerated() -> None:
     [
         pytest.param(
             update(["x"]),
-            [malformed("received a session update of an unrecognized kind", "['x']")],
+            [malformed("received a session update of an unrecognized kind", "a JSON array")],
             id="list-discriminator",
         ),
         pytest.param(
             update({"a": 1}),
-            [malformed("received a session update of an unrecognized kind", "{'a': 1}")],
+            [malformed("received a session update of an unrecognized kind", "a JSON object")],
             id="object-discriminator",
         ),
         pytest.param(
@@ -804,7 +812,7 @@ def _check_sequence(steps: list[tuple[Any, bool, bool]], session_id: str | None)
             assert event.tool_name in TOOL_KINDS
             assert event.duration_ms >= 0
         elif isinstance(event, Malformed):
-            assert len(event.detail) <= 100
+            assert len(event.detail) <= DETAIL_CAP
         else:
             assert isinstance(event, OtherMessage)
             assert event.message in {"reasoning block", "plan update"}

@@ -1,4 +1,11 @@
-"""Logging for the CLI: human text or one JSON object per line, on stderr."""
+"""Logging for the CLI: human text or one JSON object per line, on stderr.
+
+Log lines quote what agents send, so both formats keep one record on one line whatever the text
+holds: JSON escapes it (ASCII only), the text format writes control characters as escapes
+(:func:`~remote_acp.masking.escape_control`), so an agent can neither forge a log line nor send
+the terminal an escape sequence. The handler masks the secrets of live sessions in every record,
+whatever logger it came from.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,9 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["JsonFormatter", "configure_logging"]
+from ..masking import MaskingFilter, escape_control
+
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "taskName"}
@@ -35,17 +44,19 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
-        line = f"{record.levelname.lower()}: {record.getMessage()}"
+        fields = " ".join(f"{k}={escape_control(str(v))}" for k, v in _extras(record).items())
+        line = f"{record.levelname.lower()}: {escape_control(record.getMessage())}"
         line = f"{line} ({fields})" if fields else line
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            # A traceback spans lines by nature; what it quotes still cannot drive the terminal.
+            line += "\n" + escape_control(self.formatException(record.exc_info), keep_newlines=True)
         return line
 
 
 def configure_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(MaskingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -8,11 +8,13 @@ and the conformance tests check what we send against the official SDK's models i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "SESSION_ID_BOUND",
     "AgentInfo",
     "InitializeResult",
     "WireError",
@@ -23,6 +25,10 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION: Final = 1
+SESSION_ID_BOUND: Final = 256
+"""The longest session id accepted. Real ids are UUID-sized (36 characters); the id is repeated
+in every event and history entry, so an agent must not be able to make it large."""
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class WireError(ValueError):
@@ -91,11 +97,18 @@ def parse_initialize(raw: Any) -> InitializeResult:
 def parse_new_session(raw: Any) -> str:
     """The ``sessionId`` of a ``session/new`` result.
 
-    :raises WireError: when there is no non-empty string ``sessionId``.
+    :raises WireError: when there is no non-empty string ``sessionId``, or it is longer than
+        :data:`SESSION_ID_BOUND` or holds a control character (the message says which).
     """
     session_id = _object(raw, "the session/new result").get("sessionId")
     if not isinstance(session_id, str) or not session_id:
         raise WireError("the session/new result has no sessionId")
+    if len(session_id) > SESSION_ID_BOUND:
+        raise WireError(
+            f"the agent's session id is {len(session_id)} characters long, over the bound of {SESSION_ID_BOUND}"
+        )
+    if _CONTROL.search(session_id):
+        raise WireError("the agent's session id holds a control character")
     return session_id
 
 
