@@ -23,6 +23,7 @@ from remote_acp.events import (
     TurnEnded,
     TurnFailed,
     TurnInputRequired,
+    TurnNotStarted,
     TurnTimedOut,
     utc_now,
 )
@@ -175,6 +176,7 @@ def test_json_form(event: Event, expected: dict[str, Any]) -> None:
         (TurnCancelled, "turn_cancelled"),
         (TurnTimedOut, "turn_timed_out"),
         (TurnInputRequired, "turn_input_required"),
+        (TurnNotStarted, "turn_not_started"),
     ],
 )
 def test_terminal_event_types(cls: type[TurnEnded], type_name: str) -> None:
@@ -193,7 +195,14 @@ def test_terminal_event_types(cls: type[TurnEnded], type_name: str) -> None:
 
 
 def test_terminal_events() -> None:
-    assert TERMINAL_EVENTS == (TurnCompleted, TurnFailed, TurnCancelled, TurnTimedOut, TurnInputRequired)
+    assert TERMINAL_EVENTS == (
+        TurnCompleted,
+        TurnFailed,
+        TurnCancelled,
+        TurnTimedOut,
+        TurnInputRequired,
+        TurnNotStarted,
+    )
     assert all(issubclass(cls, TurnEnded) for cls in TERMINAL_EVENTS)
 
 

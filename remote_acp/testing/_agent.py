@@ -358,6 +358,8 @@ class ScriptedAgent:
             self._say(sid, f"vendor request answered: {said}", f"{turn.message_id}-vendor")
         if plan.garbage:
             self.wire.write([b"this is not json\n"])
+        if plan.garbage_lines:
+            self.wire.write([b"this is not json\n" * plan.garbage_lines])
         if plan.long_line:
             self.wire.write(long_line(plan.long_line))
         reply = self._reply(turn)
@@ -374,7 +376,7 @@ class ScriptedAgent:
             yield from _forever()
         if plan.error is not None:
             raise RpcError(plan.error, SCRIPTED_FAILURE)
-        return {"stopReason": plan.stop}
+        return {"stopReason": os.environ.get(plan.stop_from, "") if plan.stop_from else plan.stop}
 
     def _side_updates(self, plan: TurnPlan, sid: str) -> None:
         if plan.unknown_notification:
@@ -391,9 +393,24 @@ class ScriptedAgent:
             title = "Read README.md" if plan.tool == "completed" else "Read failed"
             self._update(sid, "tool_call", toolCallId="call-1", title="Read file", kind="read", status="pending")
             self._update(sid, "tool_call_update", toolCallId="call-1", status=plan.tool, title=title)
+        if plan.title_from:
+            title = os.environ.get(plan.title_from, "")
+            self._update(sid, "tool_call", toolCallId="call-q", title=title, kind="read", status="pending")
+            self._update(sid, "tool_call_update", toolCallId="call-q", status="completed")
+        if plan.update_from:
+            self._update(sid, os.environ.get(plan.update_from, ""))
+        if plan.long_tool_id:
+            call_id = "t" * plan.long_tool_id
+            self._update(sid, "tool_call", toolCallId=call_id, title="Read", kind="read", status="completed")
 
     def _reply(self, turn: Turn) -> str:
         sid, plan = turn.session.session_id, turn.plan
+        if plan.say_from:
+            text = os.environ.get(plan.say_from, "")
+            pieces = [text[i : i + 3] for i in range(0, len(text), 3)]  # as a model streams a quote
+            for piece in pieces:
+                self._say(sid, piece, turn.message_id)
+            return text
         if plan.bulk is None:
             pieces = split_text(plan.reply, plan.chunks)
             for piece in pieces:

@@ -37,6 +37,14 @@ class TurnPlan:
     error: int | None = None
     stop: str = "end_turn"
     ignore_cancel: bool = False
+    # Hostile text. The ``*-from`` directives name an environment variable of the agent whose
+    # value is sent (so a test can quote a secret or control characters back):
+    title_from: str | None = None  # @title-from=NAME: tool call "call-q" titled $NAME, completed
+    stop_from: str | None = None  # @stop-from=NAME: the prompt is answered with stopReason $NAME
+    update_from: str | None = None  # @update-from=NAME: a session/update whose sessionUpdate is $NAME
+    say_from: str | None = None  # @say-from=NAME: the reply is $NAME, three characters per chunk
+    garbage_lines: int = 0  # @garbage-lines=N: N lines "this is not json", in one write
+    long_tool_id: int = 0  # @long-tool-id=N: a completed tool call whose id is N characters long
 
 
 def _flag(value: str | None) -> bool:
@@ -99,6 +107,12 @@ DIRECTIVES: dict[str, tuple[str, Callable[[str | None], object]]] = {
     "error": ("error", _code),
     "stop": ("stop", _required),
     "ignore-cancel": ("ignore_cancel", _flag),
+    "title-from": ("title_from", _required),
+    "stop-from": ("stop_from", _required),
+    "update-from": ("update_from", _required),
+    "say-from": ("say_from", _required),
+    "garbage-lines": ("garbage_lines", _count),
+    "long-tool-id": ("long_tool_id", _count),
 }
 
 
