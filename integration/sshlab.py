@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from remote_acp import process_tree
+from remote_acp.targets import process_tree
 from tests.support.orphans import MARKER_NAME
 
 if TYPE_CHECKING:
@@ -110,8 +110,12 @@ class SshLab:
         self.authorized_keys = root / "authorized_keys"
         self._namespaces: list[str] = []
         self._links: list[str] = []
+        self.max_startups = "200:30:300"
 
-    def start(self, count: int = 3, *, namespaced: bool = True) -> SshLab:
+    def start(self, count: int = 3, *, namespaced: bool = True, max_startups: str = "200:30:300") -> SshLab:
+        """``max_startups``: sshd's ``MaxStartups`` (the default is roomy, so parallel tests never
+        meet it; a test of the limit sets a small one)."""
+        self.max_startups = max_startups
         ensure_openssh_server()
         keygen(self.client_key)
         shutil.copy(self.client_key.with_suffix(".pub"), self.authorized_keys)
@@ -156,7 +160,7 @@ class SshLab:
                     # Notice a vanished client within ~3 s, so a cut link ends the remote side.
                     "ClientAliveInterval 1",
                     "ClientAliveCountMax 2",
-                    "MaxStartups 200:30:300",
+                    f"MaxStartups {self.max_startups}",
                     "",
                 ]
             )

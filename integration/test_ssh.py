@@ -4,6 +4,7 @@ environment over stdin, hostile workspaces, and no remote process outliving its 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -266,6 +267,24 @@ async def test_environment_value_that_is_not_utf8_arrives_as_its_bytes(
     ):
         pass
     assert os.fsencode(json.loads(dump.read_text())["RA_DEMO_RAW"]) == b"tok\xffen-\xc3(-value"
+
+
+async def test_carried_values_are_masked_whatever_their_names(
+    ssh_lab: SshLab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    value = "plain-looking-value-4821"  # neither the name nor the value looks secret
+    monkeypatch.setenv("RA_DEMO_FLAVOUR", value)
+    agent = 'echo "flavour is $RA_DEMO_FLAVOUR" >&2; exit 3'  # a fragment run by the remote shell
+    with caplog.at_level(logging.DEBUG), pytest.raises(RemoteAcpError) as info:
+        async with open_session(
+            "/tmp", fast_options(agent, **SSH_BOUNDS), target=target(ssh_lab, pass_env=("RA_DEMO_FLAVOUR",))
+        ):
+            pass
+    err = info.value
+    assert err.kind is ErrorKind.PORT_EXIT and "exit status 3" in err.message
+    assert "flavour is ***" in err.detail  # the value arrived, and was masked on the way back
+    assert value not in str(err)
+    assert not [record for record in caplog.records if value in record.getMessage() or value in str(record.__dict__)]
 
 
 async def test_invalid_pass_env_name_is_refused() -> None:
