@@ -124,7 +124,12 @@ class TokenUsage(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Malformed(Event):
-    """Something the agent sent that this client could not use; the connection goes on."""
+    """Something the agent sent that this client could not use; the connection goes on.
+
+    An agent can provoke these at will, so they are rate-limited (20 at once, then 5 a second);
+    what was dropped is counted in an event of its own, ``"N more malformed inputs were
+    dropped"``, before the next one that passes or when the turn ends. ``detail`` quotes the
+    agent's input masked, with control characters escaped, and bounded."""
 
     type: ClassVar[str] = "malformed"
     message: str

@@ -289,6 +289,15 @@ def test_malformed_events_past_the_burst_are_dropped_and_reported_before_the_nex
     assert len(events) == MALFORMED_BURST + 2  # nothing dropped since
 
 
+def test_one_dropped_input_is_reported_in_the_singular() -> None:
+    n = normalizer()
+    events: list[Event] = []
+    for _ in range(MALFORMED_BURST + 1):
+        n.malformed(events.append, "broken")
+    n.flush_dropped(events.append)
+    assert isinstance(events[-1], Malformed) and events[-1].message == "1 more malformed input was dropped"
+
+
 def test_flush_dropped_reports_a_flood_that_stopped() -> None:
     n = normalizer()
     events: list[Event] = []

@@ -207,7 +207,7 @@ class Normalizer:
                     timestamp=utc_now(),
                     pid=self.pid,
                     session_id=self.session_id,
-                    message=f"{dropped} more malformed inputs were dropped",
+                    message=f"{dropped} more malformed input{' was' if dropped == 1 else 's were'} dropped",
                 )
             )
 
