@@ -39,7 +39,10 @@ CONTROLLER = textwrap.dedent(
     from tests.support.agents import fast_options, scripted
 
     async def main(workspace, child_pid_file):
-        agent = scripted("--child", "setsid", "--child-pid-file", child_pid_file)
+        # It outlives its stdin and SIGTERM: only SIGKILL from the supervisor can stop it.
+        agent = scripted(
+            "--child", "setsid", "--child-pid-file", child_pid_file, "--no-stdin-eof-exit", "--ignore-sigterm"
+        )
         async with open_session(workspace, fast_options(agent)) as s, anyio.create_task_group() as tg:
             tg.start_soon(s.run_turn, "@sleep=120")
             await anyio.sleep(0.2)
@@ -169,9 +172,10 @@ async def test_terminate_then_kill_leaves_nothing_and_keeps_the_exit_status(work
         process.release()
 
 
-async def test_kill_ends_an_agent_that_ignores_sigterm(workspace: str) -> None:
-    process = AgentProcess.spawn(spec(workspace, "--ignore-sigterm"))
+async def test_kill_ends_an_agent_that_ignores_sigterm(workspace: str, tmp_path: Path) -> None:
+    process = AgentProcess.spawn(spec(workspace, "--ignore-sigterm", "--pid-file", str(tmp_path / "pid")))
     try:
+        await read_pid_file(tmp_path / "pid")  # written once SIGTERM is ignored
         await process.terminate()
         await process.kill()
         assert not alive(process.pid)

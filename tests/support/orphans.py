@@ -25,6 +25,7 @@ __all__ = [
     "children",
     "find_marked",
     "kill_marked",
+    "live_children",
     "settle_children",
 ]
 
@@ -106,11 +107,29 @@ def children() -> set[int]:
     return found
 
 
+def live_children() -> set[int]:
+    """This process's live children, after reaping the dead ones.
+
+    An orphan that died between tests would otherwise stay a zombie for good. Reaping a dead
+    child that a fixture's ``Popen`` owns only costs that object its exit status (it reads 0).
+    """
+    found = set()
+    for pid in children():
+        if alive(pid):
+            found.add(pid)
+        else:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+    return found
+
+
 def settle_children(before: set[int], settle_s: float = 6.0) -> list[str]:
     """Children that appeared since ``before`` (orphans reparented to us among them): reap the
     dead, wait up to ``settle_s`` for the live to go, then kill and describe any that stay.
 
-    Only new children are reaped, so a fixture's own process keeps its exit status.
+    Only new children are reaped here, so a fixture's own process keeps its exit status.
     """
     deadline = time.monotonic() + settle_s
     while True:
