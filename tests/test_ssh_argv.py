@@ -167,7 +167,11 @@ def test_a_users_control_master_cannot_turn_sharing_back_on(tmp_path: Path, poli
     control = ssh_g(["ssh", "-F", str(user), "build"])
     assert control["controlmaster"] == "auto" and control["controlpath"].startswith(f"{tmp_path}/cm-")
     settings = SshSettings(host_key_policy=policy, config_file=str(user))
-    config = str(user) if policy else str(write_fallback_config(fallback_config_text(str(user), home="/x"), tmp_path))
+    text = fallback_config_text(str(user), home="/x", host_key_fallback=policy is None)
+    config = str(write_fallback_config(text, tmp_path))
     seen = ssh_g(ssh_argv("ssh", Destination("build"), settings, "true", config=config))
     assert seen["controlmaster"] == "false"  # never a master
     assert "controlpath" not in seen  # `none`: never a client of someone else's master
+    # A ProxyJump hop's ssh gets our -F file but none of our -o options: the file alone holds.
+    hop = ssh_g(["ssh", "-F", config, "jumphost"])
+    assert hop["controlmaster"] == "false" and "controlpath" not in hop

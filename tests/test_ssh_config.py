@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 
 def test_fallback_config_includes_what_ssh_reads_by_default_then_accept_new() -> None:
     assert fallback_config_text(None, home="/home/u") == (
-        "# Written by remote-acp: the ssh_config ssh would read, then our default host-key policy.\n"
+        "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
+        "ControlMaster no\n"
+        "ControlPath none\n"
         'Include "/home/u/.ssh/config"\n'
         'Include "/etc/ssh/ssh_config"\n'
         "Host *\n"
@@ -48,21 +50,35 @@ def test_fallback_config_includes_what_ssh_reads_by_default_then_accept_new() ->
 def test_fallback_config_with_an_explicit_file_includes_only_it() -> None:
     # As with `ssh -F FILE`: neither ~/.ssh/config nor /etc/ssh/ssh_config.
     assert fallback_config_text("/etc/remote acp/ssh_config", home="/home/u") == (
-        "# Written by remote-acp: the ssh_config ssh would read, then our default host-key policy.\n"
+        "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
+        "ControlMaster no\n"
+        "ControlPath none\n"
         'Include "/etc/remote acp/ssh_config"\n'
         "Host *\n"
         "  StrictHostKeyChecking accept-new\n"
     )
     assert fallback_config_text("none", home="/home/u") == (
-        "# Written by remote-acp: the ssh_config ssh would read, then our default host-key policy.\n"
+        "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
+        "ControlMaster no\n"
+        "ControlPath none\n"
         "Host *\n"
         "  StrictHostKeyChecking accept-new\n"
     )
 
 
+def test_generated_config_without_our_host_key_fallback() -> None:
+    # An explicit policy goes on the command line: the file only turns sharing off and includes.
+    assert fallback_config_text("/etc/a", home="/home/u", host_key_fallback=False) == (
+        "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
+        "ControlMaster no\n"
+        "ControlPath none\n"
+        'Include "/etc/a"\n'
+    )
+
+
 def test_fallback_config_escapes_paths_for_the_parser_and_for_glob() -> None:
     text = fallback_config_text('/c/it\'s "dq" * ? [x] back\\slash #h $v %p ~t', home="/h")
-    assert text.split("\n")[1] == 'Include "/c/it\\\'s \\"dq\\" \\\\* \\\\? \\\\[x] back\\\\\\\\slash #h $v %p ~t"'
+    assert text.split("\n")[3] == 'Include "/c/it\\\'s \\"dq\\" \\\\* \\\\? \\\\[x] back\\\\\\\\slash #h $v %p ~t"'
 
 
 HOSTILE_CONFIG_DIRS = ["sp ace", "q'uote", 'd"q', "ha#sh", "st*ar", "back\\slash", "br[ack]et", "que?y", "$v %p ~t"]
@@ -241,18 +257,19 @@ def test_prepare_explicit_policy_and_config_file(tmp_path: Path, caplog: pytest.
     (tmp_path / "test ssh_config").write_text("")
     settings = SshSettings(host_key_policy="yes", config_file=str(tmp_path / "test ssh_config"))
     spec = prepare(SshTarget("build", settings, environ=environ_with(tmp_path / "bin")), ["agent"], "/srv/ws")
-    assert spec.argv[1:3] == ["-F", str(tmp_path / "test ssh_config")]  # the user's file itself
+    config = fallback_path(str(tmp_path / "test ssh_config"), host_key_fallback=False)
+    assert spec.argv[1:3] == ["-F", str(config)]  # the user's file, included
+    assert f'Include "{tmp_path}/test ssh_config"\n' in config.read_text()
     assert [w for w in spec.argv if w.startswith("StrictHostKeyChecking=")] == ["StrictHostKeyChecking=yes"]
     assert not (tmp_path / "bin" / "ssh-argv.log").exists()  # an explicit policy needs no `ssh -G`
-    assert not (tmp_path / "remote-acp-cache").exists()  # nor a fallback config
     assert not caplog.messages
 
 
-def test_prepare_explicit_policy_without_config_file_passes_no_file(tmp_path: Path) -> None:
+def test_prepare_explicit_policy_without_config_file_includes_what_ssh_reads(tmp_path: Path) -> None:
     fake_ssh(tmp_path / "bin")
     settings = SshSettings(host_key_policy="no", force_insecure_host_keys=True)
     spec = prepare(SshTarget("build", settings, environ=environ_with(tmp_path / "bin")), ["agent"], "/srv/ws")
-    assert "-F" not in spec.argv
+    assert spec.argv[1:3] == ["-F", str(fallback_path(None, host_key_fallback=False))]
     assert [w for w in spec.argv if w.startswith("StrictHostKeyChecking=")] == ["StrictHostKeyChecking=no"]
 
 

@@ -25,20 +25,23 @@ parent links alone. Either way a descendant that both cleared its environment an
 parent chain to the agent is out of reach.
 
 Connection sharing: none. A session's ssh never uses a ControlMaster the user's configuration
-sets up, and never becomes one (``-o ControlMaster=no -o ControlPath=none`` on the command line,
-where they win over any ssh_config). A mux client hands its pipes to the master, so our teardown,
-which ends whatever holds the agent's pipes, would kill the user's master and every other session
-riding on it; and a master we started would outlive the session. A session lasts long enough
-that the saved handshake (about 0.3 s) does not pay for that.
+sets up, and never becomes one: ``-o ControlMaster=no -o ControlPath=none`` on the command line,
+where they win over any ssh_config, and the same two settings at the head of the generated config
+(below), for the ssh a ``ProxyJump`` hop runs, which reads our ``-F`` file but not our command
+line. A mux client hands its pipes to the master, so our teardown, which ends whatever holds the
+agent's pipes, would kill the user's master and every other session riding on it; and a master
+we started would outlive the session. A session lasts long enough that the saved handshake
+(about 0.3 s) does not pay for that.
 
 Concurrent starts: sshd refuses handshakes beyond its ``MaxStartups``, so at most
 :attr:`SshSettings.max_concurrent_starts` sessions per host start at once in this process
 (:meth:`SshTarget.start_slot`, :mod:`remote_acp.targets.start_slots`).
 
 Host keys: an explicit :attr:`SshSettings.host_key_policy` goes on the command line, where it
-wins over any ssh_config. Without one, ssh gets (``-F``) a small generated config that includes
-the files ssh would have read (the explicit config file, else ``~/.ssh/config`` and
-``/etc/ssh/ssh_config``) and then sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH
+wins over any ssh_config. ssh always gets (``-F``) a small generated config that includes the
+files ssh would have read (the explicit config file, else ``~/.ssh/config`` and
+``/etc/ssh/ssh_config``); without an explicit policy it then sets ``StrictHostKeyChecking
+accept-new`` for every host. OpenSSH
 keeps the first value it obtains, so a policy the user's configuration sets explicitly, ``ask``
 included, wins and ours is only the fallback (:func:`fallback_config_text`). The generated files
 are kept, named by their content, under ``$REMOTE_ACP_CACHE_DIR/ssh`` (default: the platformdirs
@@ -201,9 +204,9 @@ class SshSettings:
 def ssh_argv(
     ssh: str, destination: Destination, settings: SshSettings, remote: str, *, config: str | None
 ) -> list[str]:
-    """The local argv. ``config`` is the file given to ``-F``: without a host-key policy in the
-    settings, the generated fallback config (:func:`fallback_config_text`), which includes the
-    user's own; with one, the settings' ``config_file``, and the policy goes on the command line.
+    """The local argv. ``config`` is the file given to ``-F``: the generated config
+    (:func:`fallback_config_text`), which includes the user's own. A host-key policy in the
+    settings goes on the command line.
     """
     argv = [ssh]
     if config is not None:
@@ -292,7 +295,7 @@ class SshTarget:
             ),
         )
 
-    async def _ssh_config(self, ssh: str, destination: Destination, environ: dict[str, str]) -> str | None:
+    async def _ssh_config(self, ssh: str, destination: Destination, environ: dict[str, str]) -> str:
         """What ``-F`` gets (see :func:`ssh_argv`), with the warnings about an insecure policy."""
         settings = self.settings
         config = ssh_config_file(settings)
@@ -347,9 +350,9 @@ def start_key(host: str, settings: SshSettings) -> str:
     return f"{address} port {destination.port or 'default'} config {config}"
 
 
-def ssh_config_file(settings: SshSettings) -> str | None:
-    """The file ``-F`` gets: with a host-key policy in the settings, their ``config_file``; without,
-    the fallback config (:func:`fallback_config_text`), written under :func:`fallback_config_dir`.
+def ssh_config_file(settings: SshSettings) -> str:
+    """The file ``-F`` gets: the generated config (:func:`fallback_config_text`), with our host-key
+    fallback when the settings choose no policy, written under :func:`fallback_config_dir`.
 
     :raises RemoteAcpError: ``agent_not_found`` for an explicit config file that does not exist
         (the fallback would include nothing from it), or a cache directory that cannot be used.
@@ -358,10 +361,9 @@ def ssh_config_file(settings: SshSettings) -> str | None:
     if config_file is not None and config_file.lower() != "none":
         if not os.path.exists(config_file) or os.path.isdir(config_file):
             raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh config file {config_file} does not exist")
-    if settings.host_key_policy is not None:
-        return config_file
     if config_file is not None and config_file.lower() != "none":
         config_file = os.path.abspath(config_file)  # Include would read a relative path under ~/.ssh
         if os.path.realpath(config_file) == os.devnull:
             config_file = "none"  # the same (and ssh refuses to include a world-writable file)
-    return str(write_fallback_config(fallback_config_text(config_file, home=login_home()), fallback_config_dir()))
+    text = fallback_config_text(config_file, home=login_home(), host_key_fallback=settings.host_key_policy is None)
+    return str(write_fallback_config(text, fallback_config_dir()))

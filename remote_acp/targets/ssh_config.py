@@ -35,14 +35,16 @@ CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"
 _SSH_G_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
 
 
-def fallback_config_text(config_file: str | None, *, home: str) -> str:
-    """The ssh_config given to ``-F`` when no host-key policy was chosen.
+def fallback_config_text(config_file: str | None, *, home: str, host_key_fallback: bool = True) -> str:
+    """The ssh_config given to ``-F``.
 
-    It includes what ssh would read without us, in ssh's order (``config_file``, an absolute path,
-    as ``ssh -F`` would; else ``HOME/.ssh/config`` and then ``/etc/ssh/ssh_config``; ``none``: no
-    file), then sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH keeps the first
-    value it obtains for an option, so a value the included files set for the host, ``ask``
-    included, wins over ours; an included file that does not exist is skipped, as ssh skips it.
+    It turns connection sharing off, then includes what ssh would read without us, in ssh's order
+    (``config_file``, an absolute path, as ``ssh -F`` would; else ``HOME/.ssh/config`` and then
+    ``/etc/ssh/ssh_config``; ``none``: no file), then, with ``host_key_fallback`` (no policy was
+    chosen), sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH keeps the first
+    value it obtains for an option: nothing included can turn sharing back on, and a host-key
+    policy the included files set for the host, ``ask`` included, wins over ours. An included
+    file that does not exist is skipped, as ssh skips it.
     ``home`` is the login's home directory (ssh finds ``~/.ssh/config`` there, whatever ``$HOME``
     says). Paths are quoted so that Include reads exactly that file (it would expand globs).
     """
@@ -53,11 +55,15 @@ def fallback_config_text(config_file: str | None, *, home: str) -> str:
     else:
         included = [config_file]
     lines = [
-        "# Written by remote-acp: the ssh_config ssh would read, then our default host-key policy.",
+        "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.",
+        # Before everything, so they win for every host, the hops a ProxyJump runs included
+        # (their ssh reads this file, not our command line).
+        "ControlMaster no",
+        "ControlPath none",
         *(f"Include {_config_word(path)}" for path in included),
-        "Host *",
-        "  StrictHostKeyChecking accept-new",
     ]
+    if host_key_fallback:
+        lines += ["Host *", "  StrictHostKeyChecking accept-new"]
     return "\n".join(lines) + "\n"
 
 

@@ -92,10 +92,11 @@ def prepare(target: SshTarget, command: str | Sequence[str], workspace: str) -> 
     return spec
 
 
-def fallback_path(config_file: str | None) -> Path:
-    """Where prepare wrote the fallback config: the test's cache directory (the suite's conftest
+def fallback_path(config_file: str | None, *, host_key_fallback: bool = True) -> Path:
+    """Where prepare wrote the generated config: the test's cache directory (the suite's conftest
     points ``REMOTE_ACP_CACHE_DIR`` at it)."""
-    text = fallback_config_text(config_file, home=pwd.getpwuid(os.getuid()).pw_dir)
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    text = fallback_config_text(config_file, home=home, host_key_fallback=host_key_fallback)
     path = Path(os.environ["REMOTE_ACP_CACHE_DIR"]) / "ssh" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
     assert path.read_text() == text
     return path
