@@ -8,7 +8,6 @@ when they are not (the control that shows the limit is what made the difference)
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from remote_acp.targets.ssh import SshSettings, SshTarget
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:
+    import contextlib
     from collections.abc import Iterator, Sequence
 
     from remote_acp.targets.exit_status import ExitStatus
@@ -69,7 +69,7 @@ class Counted:
         return self.inner.exit_error(status, agent_wrote=agent_wrote, stderr=stderr)
 
 
-async def start_many(lab: SshLab, limit: int, *, hold_slot_here: bool) -> list[RemoteAcpError | None]:
+async def start_many(lab: SshLab, limit: int) -> list[RemoteAcpError | None]:
     """Start SESSIONS sessions at once (each runs one turn); what each start ended with."""
     outcomes: list[RemoteAcpError | None] = [None] * SESSIONS
     ready = anyio.Event()
@@ -83,10 +83,7 @@ async def start_many(lab: SshLab, limit: int, *, hold_slot_here: bool) -> list[R
             ready.set()
         await ready.wait()  # every session starts at the same moment
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                # Until the session holds the slot around its own start, hold it here for the same span.
-                async with target.start_slot() if hold_slot_here else contextlib.nullcontext():
-                    session = await stack.enter_async_context(open_session("/tmp", OPTIONS, target=target))
+            async with open_session("/tmp", OPTIONS, target=target) as session:
                 assert (await session.run_turn(f"hello {index}")).ok
         except RemoteAcpError as exc:
             outcomes[index] = exc
@@ -97,21 +94,21 @@ async def start_many(lab: SshLab, limit: int, *, hold_slot_here: bool) -> list[R
     return outcomes
 
 
-async def session_holds_the_slot(lab: SshLab) -> bool:
-    counted = Counted(SshTarget("lab1", SshSettings(config_file=str(lab.config))))
-    async with open_session("/tmp", OPTIONS, target=counted):
-        pass
-    return counted.slots > 0
+async def test_a_session_holds_its_targets_start_slot(strict_lab: SshLab) -> None:
+    counted = Counted(SshTarget("lab1", SshSettings(config_file=str(strict_lab.config))))
+    async with open_session("/tmp", OPTIONS, target=counted) as session:
+        assert counted.slots == 1
+        assert (await session.run_turn("hi")).ok
+    assert counted.slots == 1
 
 
 async def test_starts_limited_per_host_all_succeed(strict_lab: SshLab) -> None:
-    hold_here = not await session_holds_the_slot(strict_lab)
-    outcomes = await start_many(strict_lab, 2, hold_slot_here=hold_here)
+    outcomes = await start_many(strict_lab, 2)
     assert outcomes == [None] * SESSIONS
 
 
 async def test_without_the_limit_the_host_refuses_some(strict_lab: SshLab) -> None:
-    outcomes = await start_many(strict_lab, 100, hold_slot_here=False)
+    outcomes = await start_many(strict_lab, 100)
     failed = [error for error in outcomes if error is not None]
     assert failed, "sshd admitted every handshake: this host does not show the limit's effect"
     for error in failed:
