@@ -34,11 +34,11 @@ LATE_FORKING_AGENT = REPO / "tests" / "agents" / "late_forking_agent.py"
 # turn, says the pids, then waits to be killed.
 CONTROLLER = textwrap.dedent(
     """
-    import sys, anyio
+    import multiprocessing, sys, time, anyio
     from remote_acp import open_session
     from tests.support.agents import fast_options, scripted
 
-    async def main(workspace, child_pid_file):
+    async def main(workspace, child_pid_file, fork_worker):
         # It outlives its stdin and SIGTERM: only SIGKILL from the supervisor can stop it.
         agent = scripted(
             "--child", "setsid", "--child-pid-file", child_pid_file, "--no-stdin-eof-exit", "--ignore-sigterm"
@@ -46,10 +46,15 @@ CONTROLLER = textwrap.dedent(
         async with open_session(workspace, fast_options(agent)) as s, anyio.create_task_group() as tg:
             tg.start_soon(s.run_turn, "@sleep=120")
             await anyio.sleep(0.2)
-            print(s.pid, open(child_pid_file).read().strip(), flush=True)
+            worker = 0
+            if fork_worker == "fork-worker":  # a copy of this process, made while the session runs
+                process = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+                process.start()
+                worker = process.pid
+            print(s.pid, open(child_pid_file).read().strip(), worker, flush=True)
             await anyio.sleep(600)
 
-    anyio.run(main, sys.argv[1], sys.argv[2], backend=sys.argv[3])
+    anyio.run(main, *sys.argv[1:4], backend=sys.argv[4])
     """
 )
 
@@ -89,12 +94,17 @@ def supervisor_of(pid: int) -> int:
     return int(raw[raw.rindex(b")") + 2 :].split()[1])
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize(
+    ("backend", "fork"),
+    [("asyncio", "no"), ("trio", "no"), ("asyncio", "fork-worker")],
+    ids=["asyncio", "trio", "fork"],
+)
 async def test_controller_killed_mid_turn_takes_the_agent_tree_with_it(
-    workspace: str, tmp_path: Path, backend: str
+    workspace: str, tmp_path: Path, backend: str, fork: str
 ) -> None:
+    # With "fork-worker" a forked copy of the controller outlives it: it must not keep the tree.
     controller = subprocess.Popen(  # noqa: ASYNC220 - started once, waited for in a thread
-        [sys.executable, "-c", CONTROLLER, workspace, str(tmp_path / "child.pid"), backend],
+        [sys.executable, "-c", CONTROLLER, workspace, str(tmp_path / "child.pid"), fork, backend],
         stdout=subprocess.PIPE,
         cwd=REPO,
     )
@@ -102,13 +112,17 @@ async def test_controller_killed_mid_turn_takes_the_agent_tree_with_it(
         assert controller.stdout is not None
         with anyio.fail_after(30):
             line = await anyio.to_thread.run_sync(controller.stdout.readline)
-        agent, child = (int(word) for word in line.split())
+        agent, child, worker = (int(word) for word in line.split())
         supervisor = supervisor_of(agent)
         assert alive(agent) and alive(child) and alive(supervisor)
         assert os.getsid(child) == child and os.getsid(agent) == agent  # both left the group
         controller.kill()
         controller.wait()
         assert await gone_within([agent, child, supervisor], 10)
+        if worker:
+            assert alive(worker)
+            os.kill(worker, signal.SIGKILL)
+            assert await gone_within([worker], 10)
     finally:
         controller.kill()
         controller.wait()

@@ -7,7 +7,7 @@ more to import than the whole interpreter start-up), because every session waits
 
 What it does, in order: make itself a child subreaper (Linux), so every orphaned descendant of
 the agent is reparented here instead of to init, whether it called ``setsid`` or double-forked;
-ask for SIGTERM if the controller's thread dies (Linux); fork the agent, which calls ``setsid``
+fork the agent, which calls ``setsid``
 (it leads its own session and process group, as before) and execs; report ``P<pid>`` once the
 exec succeeded (``F<step> <errno>`` if it failed); give its own copies of the pipes up, so end
 of stream means the agent's side closed them. Then it waits:
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 else:
     import _signal  # the C module: ``signal`` builds its enums at import
 
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 KILL_RETRY_MS = 10
 
@@ -205,8 +204,6 @@ def main(argv: list[str]) -> NoReturn:
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     prctl = _prctl()
     contained = bool(prctl and prctl(PR_SET_CHILD_SUBREAPER, 1))
-    if prctl:
-        prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
     if os.getppid() != controller:
         os._exit(1)  # the controller died before we could watch it: nothing was started
     err_r, err_w = os.pipe()

@@ -13,9 +13,10 @@ stands between this process (the controller) and the agent. The supervisor
 - holds a *lifeline*: a pipe whose write end only the controller holds (close-on-exec). End of
   file on it means the controller is gone however it ended, SIGKILL and the OOM killer
   included, and the supervisor then kills the whole tree and exits. The same pipe carries the
-  controller's commands (``T``: SIGTERM to the tree, ``K``: kill the tree and exit). On Linux
-  the supervisor also asks for SIGTERM when the controller's thread dies (``PR_SET_PDEATHSIG``),
-  which covers a forked copy of the controller that inherited the lifeline's write end;
+  controller's commands (``T``: SIGTERM to the tree, ``K``: kill the tree and exit). A copy of
+  the controller made by ``os.fork`` (``multiprocessing``'s fork workers) closes its inherited
+  copy at once (``os.register_at_fork``), so it cannot keep the tree alive; a fork made in C,
+  outside Python, is not covered;
 - reports back on a second pipe: the agent's pid once its exec succeeded, the agent's exit
   status (peeked with ``WNOWAIT``: the zombie keeps the pid and group id reserved until the
   tree is killed), and, by closing it, that it is gone. Its exit after ``K`` means the whole
@@ -23,8 +24,9 @@ stands between this process (the controller) and the agent. The supervisor
 
 Why a process and not the kernel's other tools: a cgroup needs a delegated hierarchy that an
 ordinary user rarely has; making the controller itself a subreaper would hand it every orphan
-of the embedding application; ``PR_SET_PDEATHSIG`` on the agent alone follows a thread, not the
-process, and covers none of its descendants. The cost is one interpreter start-up (about 15-20
+of the embedding application; ``PR_SET_PDEATHSIG`` follows the thread that forked, not the
+process (a session started from a worker thread would die with that thread), and on the agent
+alone covers none of its descendants. The cost is one interpreter start-up (about 15-20
 ms on a small machine, most of it Python's own start-up) before the agent is forked.
 
 What is guaranteed where:
@@ -61,6 +63,19 @@ __all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor"]
 
 SUPERVISOR_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_supervisor.py")
 _POLL_INTERVAL = 0.01
+
+_lifelines: set[int] = set()
+"""Our open lifeline ends: a forked copy of this process must not hold them."""
+
+
+def _drop_lifelines_in_child() -> None:
+    for fd in _lifelines:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _lifelines.clear()
+
+
+os.register_at_fork(after_in_child=_drop_lifelines_in_child)
 
 
 class StartFailed(Exception):
@@ -116,6 +131,7 @@ class Supervisor:
         controller (which decides what a cancel means) and not the supervisor or the agent.
         """
         life_r, life_w = os.pipe()
+        _lifelines.add(life_w)  # at once: another thread may fork while we start
         rep_r, rep_w = os.pipe()
         try:
             popen = subprocess.Popen(
@@ -130,6 +146,7 @@ class Supervisor:
                 pass_fds=(life_r, rep_w),
             )
         except BaseException:
+            _lifelines.discard(life_w)
             for fd in (life_r, life_w, rep_r, rep_w):
                 os.close(fd)
             raise
@@ -268,6 +285,7 @@ class Supervisor:
             fd = getattr(self, name)
             if fd is not None:
                 setattr(self, name, None)
+                _lifelines.discard(fd)
                 with contextlib.suppress(RuntimeError):  # no event loop: nobody can be waiting
                     anyio.notify_closing(fd)
                 os.close(fd)
