@@ -36,6 +36,13 @@ async def dies_soon(pid: int, within: float = 2.0) -> bool:
     return not alive(pid)
 
 
+def pid_written(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def methods(record: Path) -> list[str]:
     return [json.loads(line).get("method", "<response>") for line in record.read_text().splitlines()]
 
@@ -235,9 +242,10 @@ async def test_a_daemonized_descendant_without_our_pipes_dies_with_the_session(w
     pid_file = tmp_path / "daemon.pid"
     async with open_session(workspace, fast_options([sys.executable, "-c", DAEMONIZING_AGENT, str(pid_file)])):
         deadline = time.monotonic() + 5
-        while not pid_file.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process's file
+        # The daemon writes its pid after it opened the file: wait for the whole number.
+        while (daemon := pid_written(pid_file)) is None:
+            assert time.monotonic() < deadline, "the daemon never wrote its pid"
             await anyio.sleep(0.02)
-        daemon = int(pid_file.read_text())
         assert alive(daemon) and os.getsid(daemon) == daemon  # its own session, parent gone
     deadline = time.monotonic() + 2
     while alive(daemon) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
