@@ -207,3 +207,30 @@ async def test_a_released_process_takes_its_tree_with_it(workspace: str, tmp_pat
     supervisor = process.supervisor_pid
     process.release()
     assert await gone_within([process.pid, child, supervisor], 10)
+
+
+async def test_pipe_holders_of_ours_are_killed_off_the_loop(workspace: str, tmp_path: Path) -> None:
+    process = AgentProcess.spawn(spec(workspace, "--child", "hold-stdout", "--child-pid-file", str(tmp_path / "c")))
+    try:
+        child = await read_pid_file(tmp_path / "c")
+        await process.kill_pipe_holders_off_loop()  # the agent and its child both hold its stdout
+        assert await gone_within([child, process.pid], 5)
+        await process.kill()
+    finally:
+        process.release()
+
+
+async def test_without_its_supervisor_kill_falls_back_to_the_group_and_the_mark(workspace: str, tmp_path: Path) -> None:
+    # The supervisor SIGKILLed: its tree is uncontained, as on a system without a subreaper.
+    process = AgentProcess.spawn(spec(workspace, "--child", "setsid", "--child-pid-file", str(tmp_path / "c")))
+    try:
+        child = await read_pid_file(tmp_path / "c")
+        os.kill(process.supervisor_pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while not process.supervisor_gone:  # noqa: ASYNC110 - another process's state
+                await anyio.sleep(0.02)
+        assert not process.contained and alive(process.pid) and alive(child)
+        await process.kill()
+        assert await gone_within([process.pid, child], 5)
+    finally:
+        process.release()

@@ -97,6 +97,11 @@ class AgentProcess:
     def supervisor_pid(self) -> int:
         return self._sup.popen.pid
 
+    @property
+    def supervisor_gone(self) -> bool:
+        """Whether the supervisor exited (after :meth:`kill`, or killed by someone else)."""
+        return self._sup.gone
+
     @classmethod
     def spawn(cls, spec: LaunchSpec, *, stderr_tail_bytes: int = 8192) -> AgentProcess:
         """Start the process described by ``spec``; blocks until its exec succeeded (the
@@ -116,10 +121,13 @@ class AgentProcess:
 
     @classmethod
     async def start(cls, spec: LaunchSpec, *, stderr_tail_bytes: int = 8192) -> AgentProcess:
-        """As :meth:`spawn`, but waits for the agent's exec without blocking the event loop."""
-        sup, fds, token = cls._launch(spec)
+        """As :meth:`spawn`, but without blocking the event loop: the fork and exec run in a
+        worker thread (many sessions starting at once would otherwise hold the loop for tens of
+        milliseconds each), and the agent's exec is awaited."""
+        with anyio.CancelScope(shield=True):  # a started agent must reach its caller's teardown
+            sup, fds, token = await anyio.to_thread.run_sync(cls._launch, spec)
         try:
-            with anyio.CancelScope(shield=True):  # a started agent must reach its caller's teardown
+            with anyio.CancelScope(shield=True):
                 pid = await sup.wait_started()
         except StartFailed as exc:
             cls._abandon(sup, fds)
