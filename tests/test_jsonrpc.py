@@ -206,7 +206,7 @@ def test_object_that_is_no_message_is_malformed(raw: bytes) -> None:
 
 def test_malformed_excerpt_is_bounded_to_200_characters() -> None:
     got = JsonRpcPeer().receive(b"x" * 5000)
-    assert got == Malformed("the line is not valid JSON", "x" * 200)
+    assert got == Malformed("the line is not valid JSON", "x" * 200, cut=True)
 
 
 def test_malformed_excerpt_replaces_invalid_utf8() -> None:
@@ -225,7 +225,7 @@ def test_connection_goes_on_after_a_malformed_line() -> None:
 
 @pytest.mark.parametrize("raw", [b"[" * 100_000, b'{"a":' * 100_000], ids=["arrays", "objects"])
 def test_deeply_nested_line_is_malformed_not_an_exception(raw: bytes) -> None:
-    assert JsonRpcPeer().receive(raw) == Malformed("the line nests deeper than 64 levels", raw[:200].decode())
+    assert JsonRpcPeer().receive(raw) == Malformed("the line nests deeper than 64 levels", raw[:200].decode(), cut=True)
 
 
 def nested(depth: int, leaf: Any = "leaf") -> Any:

@@ -103,6 +103,8 @@ class Malformed:
     reason: str
     excerpt: str = field(default="")
     reply_to: RequestId | None = None
+    cut: bool = False
+    """The excerpt is a prefix of a longer line."""
 
 
 Incoming = Request | Notification | Response | StrayResponse | Malformed
@@ -233,7 +235,9 @@ class JsonRpcPeer:
         # A line that names one of our pending ids may have been its answer.
         match = _ID.search(line)
         reply_to = int(match.group(1)) if match is not None else None
-        return Malformed(reason, _excerpt(line), reply_to if reply_to in self._outgoing else None)
+        return Malformed(
+            reason, _excerpt(line), reply_to if reply_to in self._outgoing else None, cut=len(line) > _EXCERPT
+        )
 
     def line_answers(self, line: bytes, request_id: RequestId) -> bool:
         """Whether ``line`` (one the framer could not deliver whole) names ``request_id``."""

@@ -10,12 +10,13 @@ log reads as a declared limit rather than an unreported error.
 from __future__ import annotations
 
 import enum
-import logging
 from typing import Final
+
+from ..logs import get_logger
 
 __all__ = ["Capability", "CapabilityRecord", "CapabilityState"]
 
-log = logging.getLogger("remote_acp.session.capabilities")
+log = get_logger("remote_acp.session.capabilities")
 
 
 class Capability(enum.Enum):

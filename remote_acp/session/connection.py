@@ -22,7 +22,6 @@ reported with its own message.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 import anyio.lowlevel
 
+from ..logs import get_logger
 from ..protocol.framing import OVERSIZED, FrameItem, LineFramer
 from ..protocol.jsonrpc import (
     JsonObject,
@@ -55,7 +55,7 @@ __all__ = [
     "WriteTicket",
 ]
 
-log = logging.getLogger("remote_acp.session.connection")
+log = get_logger("remote_acp.session.connection")
 
 OUTPUT_ABANDONED = "the agent runtime exited before the session finished collecting its output"
 STREAM_ENDED = "the agent's connection ended before a response arrived"
@@ -355,7 +355,7 @@ class AgentConnection:
             elif isinstance(message, Request):
                 handler.on_request(message)
             elif isinstance(message, StrayResponse):
-                log.debug("response to no pending request", extra={"response_id": repr(message.id)})
+                log.debug("response to no pending request", extra={"response_id": repr(message.id)[:100]})
             else:
                 handler.on_malformed(message)
 

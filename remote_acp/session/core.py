@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 import math
 import time
 from contextlib import asynccontextmanager
@@ -29,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .. import masking
 from ..errors import ErrorKind, RemoteAcpError
 from ..events import Event, Notification, SessionStarted, utc_now
-from ..logs import ContextLogger
-from ..masking import mask_secrets
+from ..logs import ContextLogger, get_logger
 from ..protocol.normalize import Normalizer
 from ..protocol.wire import prompt_params
 from ..targets.launch import LocalTarget
@@ -111,9 +110,7 @@ class Session:
             turn_ms=options.turn_timeout_ms,
             stall_ms=options.stall_timeout_ms,
         )
-        self.log = ContextLogger(
-            logging.getLogger("remote_acp.session"), {"host": target.label, "component": "session"}
-        )
+        self.log = ContextLogger(get_logger("remote_acp.session"), {"host": target.label, "component": "session"})
         self._process: AgentProcess | None = None
         self._conn: AgentConnection | None = None
         self._normalizer = Normalizer()
@@ -125,6 +122,7 @@ class Session:
         self._torn_down = anyio.Event()
         self._tearing_down = False
         self._grace_s = options.stop_grace_ms / 1000
+        self._secrets: tuple[str, ...] | None = None
 
     # -- public -------------------------------------------------------------------------------
 
@@ -213,22 +211,25 @@ class Session:
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         options = self._options
         spec = await self._target.prepare(options.command, self._workspace)
-        self._process = process = AgentProcess.spawn(spec, stderr_tail_bytes=options.stderr_tail_bytes)
-        self.log.bind(pid=process.pid)
-        self._normalizer.pid = process.pid
-        self._conn = self._inbox.conn = AgentConnection(
-            process,
-            self._inbox,
-            max_line_bytes=options.max_line_bytes,
-            output_drain_ms=options.output_drain_ms,
-            stdin_prefix=spec.stdin_prefix,
-        )
-        self._conn.start(tg)
-        tg.start_soon(self._supervise, name="remote-acp turn supervisor")
-
-        self._inbox.secrets = spec.secrets
-        hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms, secrets=spec.secrets)
-        init = await hs.initialize(options.initialize_timeout_ms)
+        # Every value known to be secret is masked in all this session lets out, logs included.
+        self._secrets = spec.secrets
+        masking.register(spec.secrets)
+        self._normalizer.secrets = spec.secrets
+        async with self._target.start_slot():  # a host's limit on connection attempts in progress
+            self._process = process = await AgentProcess.start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+            self.log.bind(pid=process.pid)
+            self._normalizer.pid = process.pid
+            self._conn = self._inbox.conn = AgentConnection(
+                process,
+                self._inbox,
+                max_line_bytes=options.max_line_bytes,
+                output_drain_ms=options.output_drain_ms,
+                stdin_prefix=spec.stdin_prefix,
+            )
+            self._conn.start(tg)
+            tg.start_soon(self._supervise, name="remote-acp turn supervisor")
+            hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms, secrets=spec.secrets)
+            init = await hs.initialize(options.initialize_timeout_ms)
         agent = init.agent_info
         if agent is None:
             self.capabilities.lower(Capability.AGENT_VERSION, "initialize carried no agentInfo")
@@ -355,12 +356,9 @@ class Session:
         if response is None:
             machine.on_lost()
         else:
-            machine.on_answer(response.result, response.error, self._mask)
+            machine.on_answer(response.result, response.error, self._normalizer.masker)
         self._settle(machine)
         self._poke()
-
-    def _mask(self, text: str) -> str:
-        return mask_secrets(text, self._inbox.secrets)
 
     async def _next_events(self, machine: TurnMachine) -> list[Event]:
         """The turn's events the caller has not taken; waits for some (or for the end)."""
@@ -405,6 +403,7 @@ class Session:
         # The terminal event is last: move it behind the message the normalizer still holds.
         terminal = machine.events.pop()
         self._normalizer.flush(machine.events.append)
+        self._normalizer.flush_dropped(machine.events.append)
         machine.events.append(terminal)
         machine.result = dataclasses.replace(machine.result, last_message=self.last_message)
         prompt = self._inbox.prompt
@@ -512,6 +511,9 @@ class Session:
             finally:
                 if self._supervisor_scope is not None:
                     self._supervisor_scope.cancel()
+                if self._secrets is not None:
+                    masking.unregister(self._secrets)
+                    self._secrets = None
                 self._torn_down.set()
 
 
@@ -579,6 +581,7 @@ async def open_session(
     """
     failure: BaseException | None = None
     body_error: BaseException | None = None
+    teardown_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
         try:
             session = await start_session(
@@ -596,9 +599,14 @@ async def open_session(
                 # wrapped in an exception group.
                 body_error = exc
             finally:
-                await session._teardown()
+                try:
+                    await session._teardown()
+                except BaseException as exc:  # a bug in teardown: surfaced, unwrapped, after cleanup
+                    teardown_error = exc
                 tg.cancel_scope.cancel()
     if body_error is not None:
         raise body_error
+    if teardown_error is not None:
+        raise teardown_error
     if failure is not None:
         raise failure

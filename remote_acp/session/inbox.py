@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from ..events import Event, Malformed, Notification, SessionStarted, utc_now
-from ..masking import mask_secrets
+from ..events import Event, Notification, SessionStarted, utc_now
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, Request
 from ..protocol.unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
 from .turn import Ending
@@ -102,8 +101,6 @@ class Inbox:
         self.between = _Between()
         self.latched: Ending | None = None
         """An ending decided between turns, for the next turn."""
-        self.secrets: tuple[str, ...] = ()
-        """Values masked in what the agent sent before it is quoted back."""
         self._emit: Callable[[Event], None] = self.between.append
         self._activity = anyio.Event()
         self.turn_wake = anyio.Event()
@@ -124,7 +121,7 @@ class Inbox:
             message = f"{self.between.dropped} events that arrived between turns were dropped (the oldest ones)"
             self.between.dropped = 0
             self.log.warning(message)
-            turn.events.append(self._event(Malformed, message=message))
+            self.normalizer.malformed(turn.events.append, message)
         turn.events.extend(self.between.take())
         self._emit = turn.events.append
 
@@ -148,7 +145,7 @@ class Inbox:
         self.normalizer.flush(self._emit)
         self._emit(self._event(Notification, message=message))
 
-    def _event(self, kind: type[Notification] | type[Malformed], **fields: Any) -> Event:
+    def _event(self, kind: type[Notification], **fields: Any) -> Event:
         return kind(timestamp=utc_now(), pid=self.normalizer.pid, session_id=self.normalizer.session_id, **fields)
 
     def _induce(self, ending: Ending) -> None:
@@ -181,7 +178,8 @@ class Inbox:
         self.normalizer.on_update(params, self._emit)
 
     def on_notification(self, method: str, params: Any) -> None:
-        self.log.debug("ignoring a notification this client does not handle", extra={"method": method[:100]})
+        shown = self.normalizer.masker.quote(method, 100)
+        self.log.debug("ignoring a notification this client does not handle", extra={"method": shown})
 
     def on_request(self, request: Request) -> None:
         conn = self.conn
@@ -201,7 +199,7 @@ class Inbox:
         if reply.notice is not None:
             self.notice(reply.notice)
         if reply.malformed is not None:
-            self._emit(self._event(Malformed, message=NOT_IMPLEMENTED, detail=reply.malformed))
+            self.normalizer.malformed(self._emit, NOT_IMPLEMENTED, reply.malformed)
         if reply.refused and (gated := self._gating.on_refusal()) is not None:
             self.notice(gated)
             self.log.warning(gated)
@@ -214,12 +212,11 @@ class Inbox:
             self._induce(
                 Ending.outcome_unknown(f"the agent's answer to the prompt could not be read: {malformed.reason}")
             )
-        self._emit(
-            self._event(
-                Malformed,
-                message="received a line that could not be parsed as JSON-RPC",
-                detail=f"{malformed.reason}: {mask_secrets(malformed.excerpt, self.secrets)}",
-            )
+        self.normalizer.malformed(
+            self._emit,
+            "received a line that could not be parsed as JSON-RPC",
+            f"{malformed.reason}: {malformed.excerpt}",
+            detail_cut=malformed.cut,
         )
 
     def on_oversized(self, excerpt: bytes) -> None:
@@ -227,7 +224,7 @@ class Inbox:
             # The over-long line came before the answer and may have been the answer itself.
             self._induce(Ending.outcome_unknown(OVERSIZED_LINE))
         else:
-            self._emit(self._event(Malformed, message=OVERSIZED_LINE))
+            self.normalizer.malformed(self._emit, OVERSIZED_LINE)
 
     def on_write_failed(self) -> None:
         if self.turn is not None:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import anyio
-import anyio.to_thread
 
 if TYPE_CHECKING:
     from ..logs import ContextLogger
@@ -59,7 +58,10 @@ async def stop_agent(
         try:
             await _stop(conn, process, grace_s=grace_s, drain_s=drain_s, close=close, log=log)
         finally:
-            # Whatever happened above, the connection's tasks end and the descriptors close.
+            # Whatever happened above, the agent's group is killed, the connection's tasks end
+            # and the descriptors close (a step that raised must not leave a live agent behind).
+            if not process.exited.is_set():
+                process.signal_group(signal.SIGKILL)
             conn.stop()
             process.reap()
             process.release()
@@ -85,8 +87,7 @@ async def _stop(
     conn.begin_close()
     # 2. SIGTERM to the agent's tree, 3. close stdin
     if grace_s > 0:
-        await anyio.to_thread.run_sync(process.remember_descendants)
-        process.signal_group(signal.SIGTERM)
+        await process.terminate()
     process.close_stdin()
     # 4. wait for the exit within what is left of the window
     with anyio.move_on_after(remaining()):
@@ -96,16 +97,15 @@ async def _stop(
             "agent did not exit inside the graceful period and was force-terminated",
             extra={"grace_ms": round(grace_s * 1000)},
         )
-    # 5. SIGKILL the tree unconditionally, as a backstop
+    # 5. SIGKILL the tree unconditionally, as a backstop, until nothing of it is left
     after_kill = time.monotonic() + AFTER_KILL_S
-    await anyio.to_thread.run_sync(process.remember_descendants)
-    process.signal_group(signal.SIGKILL)
+    await process.kill(bound_s=AFTER_KILL_S / 2)
     # 6. close stdout and the connection; whoever still holds our pipes is killed too
     with anyio.move_on_after(_EOF_GLANCE_S):
         await process.stderr_eof.wait()
         await process.stdout_eof.wait()
     if conn.output_abandoned or not (process.stderr_eof.is_set() and process.stdout_eof.is_set()):
-        await anyio.to_thread.run_sync(process.kill_pipe_holders)
+        await process.kill_pipe_holders_off_loop()
     process.close_stdout()
     # 7. collect stderr and reap (8., releasing the pipes, follows in stop_agent)
     with anyio.move_on_after(min(drain_s, max(0.0, after_kill - time.monotonic()))):

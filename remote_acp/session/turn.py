@@ -35,11 +35,10 @@ from ..events import (
     TurnTimedOut,
     utc_now,
 )
-from ..protocol.disposition import disposition_for_stop_reason
+from ..protocol.disposition import disposition_for_stop_reason, shown_stop_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from ..masking import Masker
     from ..protocol.jsonrpc import RpcErrorBody
 
 __all__ = [
@@ -239,21 +238,21 @@ class TurnMachine:
         self.prompt_sent = True
         self._cancel_due = self.ending is not None and self.cancel_sent_at is None
 
-    def on_answer(self, result: Any, error: RpcErrorBody | None, mask: Callable[[str], str]) -> None:
-        """The runtime answered ``session/prompt``: that decides, unless an ending was induced."""
+    def on_answer(self, result: Any, error: RpcErrorBody | None, masker: Masker) -> None:
+        """The runtime answered ``session/prompt``: that decides, unless an ending was induced.
+        Whatever of the answer is quoted is masked, escaped and bounded by ``masker``."""
         if self.result is not None:
             return
         answer = result if isinstance(result, dict) else {}
         stop = answer.get("stopReason")
-        shown = mask(stop)[:200] if isinstance(stop, str) else None
+        shown = shown_stop_reason(stop, masker)
         if self.ending is not None:
             self._finish(self.ending.event, self.ending.kind, self.ending.message, shown)
         elif error is not None:
-            message = f"session/prompt error {error.code}: {mask(error.message)}"
+            message = f"session/prompt error {error.code}: {masker.quote(error.message, 500)}"
             self._finish(TurnFailed, ErrorKind.RESPONSE_ERROR, message)
         elif "stopReason" in answer:
-            masked = mask(stop) if isinstance(stop, str) else stop
-            d = disposition_for_stop_reason(masked, cancel_requested=self.cancel_sent_at is not None)
+            d = disposition_for_stop_reason(stop, cancel_requested=self.cancel_sent_at is not None, masker=masker)
             self._finish(d.event, d.error_kind, d.message, shown)
         else:
             self._finish(TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, UNDECODABLE_ANSWER)
