@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from .errors import ErrorKind
+
 __all__ = [
     "Event",
     "Malformed",
@@ -142,7 +144,8 @@ class TurnEnded(Event):
 
     type: ClassVar[str] = "turn_ended"
     message: str
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
+    """Why the turn did not complete (a ``str`` enum: its JSON form is the kind's value)."""
     stop_reason: str | None = None
 
 

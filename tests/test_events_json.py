@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from remote_acp.errors import ErrorKind
 from remote_acp.events import (
     TERMINAL_EVENTS,
     Event,
@@ -147,7 +148,7 @@ def test_notification_json_matches_the_documented_example() -> None:
             id="turn_completed",
         ),
         pytest.param(
-            TurnFailed(**BASE, message="refused", error_kind="turn_refused", stop_reason="refusal"),
+            TurnFailed(**BASE, message="refused", error_kind=ErrorKind.TURN_REFUSED, stop_reason="refusal"),
             {
                 "type": "turn_failed",
                 "timestamp": TS_TEXT,
@@ -180,7 +181,7 @@ def test_json_form(event: Event, expected: dict[str, Any]) -> None:
     ],
 )
 def test_terminal_event_types(cls: type[TurnEnded], type_name: str) -> None:
-    event = cls(**BASE, message="m", error_kind="k")
+    event = cls(**BASE, message="m", error_kind=ErrorKind.TURN_FAILED)
     assert cls.type == type_name
     assert list(event.to_json()) == [
         "type",

@@ -101,6 +101,7 @@ class Handshake:
             raise RemoteAcpError(
                 ErrorKind.RESPONSE_ERROR,
                 f"agent reported protocol version {init.protocol_version}, want {PROTOCOL_VERSION}",
+                retryable=False,  # the same runtime answers the same version next time
             )
         return init
 

@@ -355,7 +355,7 @@ class TurnMachine:
                 pid=self.pid,
                 session_id=self.session_id,
                 message=text,
-                error_kind=kind.value if kind else None,
+                error_kind=kind,
                 stop_reason=stop_reason,
             )
         )
@@ -385,6 +385,6 @@ def not_started(
         last_message=last_message,
     )
     event = TurnNotStarted(
-        timestamp=utc_now(), pid=pid, session_id=session_id, message=str(error), error_kind=error.kind.value
+        timestamp=utc_now(), pid=pid, session_id=session_id, message=str(error), error_kind=error.kind
     )
     return result, event
