@@ -9,9 +9,9 @@ that overlap the turn: with a fair reader it stays near the period; a reader tha
 holds the loop for the whole turn. Each backend also runs the same sleeper next to an idle
 session for as long as the flood took, to show the machine's own noise.
 
-The target: worst gap <= 50 ms, taken as the median over the runs of each run's
-worst gap (one descheduling of the whole process by a loaded machine should not decide it; the
-largest is printed beside it).
+The target: worst gap <= 50 ms, the largest over every run. On a loaded machine a
+descheduling of the whole process shows up there too: the idle row says how large the machine's
+own gaps were, and the median over the runs of each run's worst gap is printed beside it.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
         f"{args.runs} runs per backend"
     )
     table = Table(
-        "backend / load", "worst gap (median of runs)", "worst gap (max)", "p99 gap", "wake-ups", "turn", "rate"
+        "backend / load", "worst gap (max)", "worst gap (median of runs)", "p99 gap", "wake-ups", "turn", "rate"
     )
     for backend in backends:
         if backend == "trio" and importlib.util.find_spec("trio") is None:
@@ -134,8 +134,8 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
         turn = median(turns)
         table.add(
             f"{backend}, flooding turn",
-            fmt_ms(median(worst)),
             fmt_ms(max(worst)),
+            fmt_ms(median(worst)),
             fmt_ms(quantile(every, 0.99)),
             f"{median(wakeups):.0f} (ideal {turn / period:.0f})",
             fmt_s(turn),
@@ -152,10 +152,10 @@ def measure(args: argparse.Namespace, summary: Summary) -> None:
         summary.add(
             Check(
                 f"worst gap of a {args.period_ms:g} ms sleeper during a {args.chunks:,}-chunk turn ({backend})",
-                median(worst) * 1000,
+                max(worst) * 1000,
                 TARGET_GAP_MS,
                 "ms",
-                note=f"max over {args.runs} runs {fmt_ms(max(worst))}",
+                note=f"median of runs {fmt_ms(median(worst))}; idle session {fmt_ms(max(idle_gaps))}",
             )
         )
     table.print()
