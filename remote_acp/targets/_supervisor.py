@@ -31,6 +31,8 @@ import os
 import select
 import sys
 
+__all__ = ["main"]
+
 TYPE_CHECKING = False  # the typing module alone costs more than this whole script's start-up
 if TYPE_CHECKING:
     import signal as _signal

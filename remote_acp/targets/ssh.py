@@ -50,7 +50,6 @@ user cache directory of ``remote-acp``).
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import shutil
@@ -58,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
 from ..errors import ErrorKind, RemoteAcpError
+from ..logs import get_logger
 from ..masking import secret_values
 from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
 from .ssh_config import (
@@ -96,7 +96,7 @@ __all__ = [
     "ssh_argv",
 ]
 
-log = logging.getLogger("remote_acp.targets.ssh")
+log = get_logger("remote_acp.targets.ssh")
 
 HostKeyPolicy = Literal["accept-new", "yes", "no"]
 
