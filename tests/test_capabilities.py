@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 
-import anyio
 import pytest
 
 from remote_acp import Event, Notification, open_session
 from remote_acp.session.capabilities import Capability, CapabilityRecord, CapabilityState
-from tests.support.agents import fast_options, give_up_on_turn, scripted
+from tests.support.agents import fast_options, give_up_on_turn, scripted, wait_until
 
 NOTICE = "this session started with a declared capability gap in: "
 
@@ -77,7 +76,7 @@ async def test_events_queued_for_a_turn_that_never_starts_are_dropped_with_a_cou
 ) -> None:
     async with open_session(workspace, fast_options(scripted(), read_timeout_ms=200)) as s:
         await give_up_on_turn(s, "@sleep=0.3 @ignore-cancel @chunks=3 late words here")
-        await anyio.sleep(0.6)  # three chunks arrive between turns; no turn follows
+        await wait_until(lambda: len(s._inbox.between.events) >= 3)  # they arrive between turns; no turn follows
     records = [r for r in caplog.records if r.getMessage() == "dropping events queued for a turn that never started"]
     assert len(records) == 1 and records[0].levelno == logging.WARNING
     assert records[0].__dict__["count"] == 3

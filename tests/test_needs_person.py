@@ -13,7 +13,7 @@ import pytest
 
 from remote_acp import ErrorKind, Event, Malformed, Notification, TurnCompleted, TurnInputRequired, open_session
 from remote_acp.protocol.unattended import ELICITATION_NOTICE, NO_REFUSAL_NOTICE, REFUSED_NOTICE
-from tests.support.agents import fast_options, scripted
+from tests.support.agents import fast_options, scripted, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +97,7 @@ async def test_request_between_turns_ends_the_next_turn_without_a_prompt(workspa
     async with open_session(workspace, fast_options(asking(record))) as s:
         first = await s.run_turn("late")
         assert first.ok
-        await anyio.sleep(0.8)  # the agent asks between turns
+        await wait_until(lambda: s._inbox.latched is not None)  # the agent asks between turns
         events: list[Event] = []
         with anyio.fail_after(2):
             second = await s.run_turn("never sent", events.append)
