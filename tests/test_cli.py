@@ -128,18 +128,19 @@ def test_json_logs_carry_structured_fields(workspace: str) -> None:
 
 
 def test_interrupt_cancels_the_turn_and_tears_down(workspace: str, tmp_path: Path) -> None:
-    pid_file = tmp_path / "agent.pid"
+    pid_file, record = tmp_path / "agent.pid", tmp_path / "received.jsonl"
+    agent = f"{AGENT} --pid-file {pid_file} --record {record}"
     proc = subprocess.Popen(
-        [*CLI, "run", "--json", "--agent", f"{AGENT} --pid-file {pid_file}", "--workspace", workspace, "@sleep=30"],
+        [*CLI, "run", "--json", "--agent", agent, "--workspace", workspace, "@sleep=30"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         deadline = time.monotonic() + 10
-        while not pid_file.exists() and time.monotonic() < deadline:
+        while b"session/prompt" not in (record.read_bytes() if record.exists() else b""):  # the turn is on
+            assert time.monotonic() < deadline, "the agent never got the prompt"
             time.sleep(0.02)
-        time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=15)
     finally:
@@ -194,7 +195,7 @@ SURROGATE_AGENT = f"{sys.executable} {Path(__file__).resolve().parent / 'agents'
 STATE_ENV = "REMOTE_ACP_STATE_DIR"
 
 # Answers initialize and session/new, then never reads its stdin again (its pipe shrunk to one
-# page), so a prompt larger than that can never be written: the turn cannot start.
+# page), so a prompt larger than that can never be written whole.
 DEAF_AGENT = """
 import contextlib, fcntl, json, sys, time
 with contextlib.suppress(OSError):
@@ -272,7 +273,7 @@ def test_sessions_table_prints_ids_and_paths_as_text_not_markup(workspace: str) 
     assert "[/oops]" in table.stdout
 
 
-def test_turn_that_cannot_start_gets_a_turn_result_response_timeout(workspace: str, tmp_path: Path) -> None:
+def test_agent_that_stops_reading_mid_prompt_ends_the_turn_port_exit(workspace: str, tmp_path: Path) -> None:
     agent = agent_file(tmp_path, "deaf_agent.py", DEAF_AGENT)
     started = time.monotonic()
     done = cli("run", "--json", "--agent", agent, "--workspace", workspace, "--read-timeout-ms", "500",
@@ -280,28 +281,31 @@ def test_turn_that_cannot_start_gets_a_turn_result_response_timeout(workspace: s
     assert time.monotonic() - started < 15
     assert done.returncode == 5, done.stderr
     lines = json_lines(done.stdout)
-    assert [line["type"] for line in lines] == ["turn_result", "run_result"]
-    assert lines[0] == {
+    assert [line["type"] for line in lines] == [
+        "session_started", "notification", "turn_failed", "turn_result", "run_result"
+    ]  # fmt: skip
+    message = "the agent stopped reading its input: a write waited read_timeout_ms (500 ms)"
+    assert lines[3] == {
         "type": "turn_result",
         "session_id": "deaf-1",
-        "outcome": "turn_not_started",
-        "error_kind": "response_timeout",
+        "outcome": "turn_failed",
+        "error_kind": "port_exit",
         "retryable": True,
-        "message": "timed out waiting for the agent connection to start the turn",
+        "message": message,
         "stop_reason": None,
         "last_message": "",
     }
-    assert lines[1] == {
+    assert lines[4] == {
         "type": "run_result",
         "session_id": "deaf-1",
-        "outcome": "turn_not_started",
-        "error_kind": "response_timeout",
-        "message": "timed out waiting for the agent connection to start the turn",
+        "outcome": "turn_failed",
+        "error_kind": "port_exit",
+        "message": message,
         "obtained": "new",
     }
     recorded = json_lines((state_dir() / "sessions.jsonl").read_text())
     assert [(r["session_id"], r["outcome"], r["error_kind"]) for r in recorded] == [
-        ("deaf-1", "turn_not_started", "response_timeout")
+        ("deaf-1", "turn_failed", "port_exit")
     ]
 
 
@@ -311,11 +315,11 @@ def test_turn_that_cannot_start_gets_a_turn_result_port_exit(workspace: str, tmp
                "first", "never sent")  # fmt: skip
     assert done.returncode == 5, done.stderr
     lines = json_lines(done.stdout)
-    assert [line["type"] for line in lines] == ["turn_result", "run_result"]
-    assert lines[0]["outcome"] == "turn_not_started" and lines[0]["error_kind"] == "port_exit"
+    assert [line["type"] for line in lines] == ["turn_not_started", "turn_result", "run_result"]
     assert lines[1]["outcome"] == "turn_not_started" and lines[1]["error_kind"] == "port_exit"
-    assert lines[1]["session_id"] == "shut-1" and lines[1]["message"] == lines[0]["message"]
-    assert "prompt" in str(lines[0]["message"]) or "could not start" in str(lines[0]["message"])
+    assert lines[2]["outcome"] == "turn_not_started" and lines[2]["error_kind"] == "port_exit"
+    assert lines[2]["session_id"] == "shut-1" and lines[2]["message"] == lines[1]["message"]
+    assert "prompt" in str(lines[1]["message"])
 
     human = cli("run", "--agent", agent, "--workspace", workspace, "--stop-grace-ms", "1000", "first")
     assert human.returncode == 5

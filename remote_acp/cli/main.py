@@ -14,7 +14,7 @@ import click
 
 from .._version import __version__
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
-from .streams import tolerant
+from .streams import occupy_closed_std_fds, tolerant
 
 if TYPE_CHECKING:
     from ..targets.launch import LaunchTarget
@@ -66,6 +66,19 @@ def cli(log_level: str, log_format: str) -> None:
 
     tolerant(sys.stdout)  # an agent's lone surrogate in a listing is replaced, not fatal
     configure_logging(log_level, log_format)
+    _log_without_blocking()
+
+
+def _log_without_blocking() -> None:
+    """Log lines go to stderr through the command's own buffer and writer thread: a write to a
+    stderr nobody reads must never block the event loop (and they stay in order with notices)."""
+    import logging
+
+    from .streams import standard_output
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
+            handler.setStream(standard_output().log_stream())
 
 
 @cli.command()
@@ -267,6 +280,7 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
 
 
 def main() -> None:
+    occupy_closed_std_fds()  # before anything opens a file or a pipe
     cli(prog_name="remote-acp")
 
 

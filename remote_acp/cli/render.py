@@ -2,28 +2,23 @@
 
 Whatever the agent sends must never break the output: JSON lines are pure ASCII (every other
 character, a lone surrogate included, is escaped), and human output replaces what the stream's
-encoding cannot carry. A failed write raises :class:`OutputError` so the run can end cleanly.
+encoding cannot carry. Nothing here writes on the event loop's thread (see :mod:`.streams`): a
+reader that stops reading slows the run down, never stops it. A failed write raises
+:class:`OutputError` so the run can end cleanly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Event, Malformed, Notification, OtherMessage, SessionStarted, ToolResult, TurnEnded
-from .streams import tolerant
+from .streams import Output, OutputError
+
+if TYPE_CHECKING:
+    from .streams import OutputStream
 
 __all__ = ["HumanRenderer", "JsonRenderer", "OutputError", "json_line"]
-
-
-class OutputError(Exception):
-    """Writing the command's output failed; ``broken_pipe`` when its reader went away."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(f"cannot write the output: {error}")
-        self.broken_pipe = isinstance(error, BrokenPipeError)
 
 
 def json_line(obj: dict[str, Any]) -> str:
@@ -31,70 +26,88 @@ def json_line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=True, default=str)
 
 
-def _write(stream: IO[str], text: str) -> None:
-    try:
-        stream.write(text)
-        stream.flush()
-    except OSError as exc:
-        raise OutputError(exc) from exc
-
-
 class JsonRenderer:
     """One JSON object per line on stdout: events, turn results, then the run result."""
 
-    def __init__(self, out: IO[str] | None = None) -> None:
-        self._out = tolerant(out or sys.stdout)
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self._out = output.out
 
-    def event(self, event: Event) -> None:
-        self.emit(event.to_json())
+    async def event(self, event: Event) -> None:
+        await self._out.write((json_line(event.to_json()) + "\n").encode("ascii"))
 
-    def emit(self, obj: dict[str, Any]) -> None:
-        _write(self._out, json_line(obj) + "\n")
+    def result(self, obj: dict[str, Any]) -> None:
+        """A ``turn_result`` or the ``run_result``: never dropped, written ahead of nothing."""
+        self._out.put((json_line(obj) + "\n").encode("ascii"))
 
 
 class HumanRenderer:
     """Agent text streams to stdout as it arrives; notices and progress go to stderr."""
 
-    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None, show_replay: bool = False) -> None:
-        self._out = tolerant(out or sys.stdout)
-        self._err = tolerant(err or sys.stderr)
+    def __init__(self, output: Output, show_replay: bool = False) -> None:
+        self.output = output
+        self._out = output.out
+        self._err = output.err
+        self._encoding = output.encoding
         self._show_replay = show_replay
         self._text_open = False
 
-    def _end_text(self) -> None:
+    def _encode(self, text: str) -> bytes:
+        return text.encode(self._encoding, "replace")
+
+    def _encode_note(self, text: str) -> bytes:
+        # As Python's own stderr does: what cannot be encoded stays legible as an escape.
+        return f"remote-acp: {text}\n".encode(self._encoding, "backslashreplace")
+
+    async def _end_text(self) -> None:
         if self._text_open:
             self._text_open = False
-            _write(self._out, "\n")
+            await self._out.write(b"\n")
 
-    def note(self, text: str) -> None:
-        self._end_text()
+    async def note(self, text: str) -> None:
+        await self._end_text()
         # Notices are diagnostics, like log lines: a stderr that cannot be written (closed, full)
         # loses them but does not fail a run whose output is fine.
-        with contextlib.suppress(OSError):
-            self._err.write(f"remote-acp: {text}\n")
-            self._err.flush()
+        await _quietly(self._err, self._encode_note(text))
 
-    def event(self, event: Event) -> None:
+    def last_note(self, text: str) -> None:
+        """The run's closing line, never dropped for a full buffer (written if stderr can be)."""
+        if self._text_open:
+            self._text_open = False
+            self._out.put(b"\n")
+        try:
+            self._err.put(self._encode_note(text))
+        except OutputError:
+            pass
+
+    async def event(self, event: Event) -> None:
         if getattr(event, "replayed", False) and not self._show_replay:
             return
         if isinstance(event, Notification):
             if event.delta is not None:
                 self._text_open = True
-                _write(self._out, event.delta)
+                await self._out.write(self._encode(event.delta))
             elif self._text_open:
-                self._end_text()  # the streamed message is complete
+                await self._end_text()  # the streamed message is complete
             else:
-                self.note(event.message)
+                await self.note(event.message)
         elif isinstance(event, OtherMessage):
-            self.note(event.message)
+            await self.note(event.message)
         elif isinstance(event, ToolResult):
             status = "failed" if event.error else "done"
-            self.note(f"tool {event.tool_name} {status} in {event.duration_ms} ms: {event.message}")
+            await self.note(f"tool {event.tool_name} {status} in {event.duration_ms} ms: {event.message}")
         elif isinstance(event, Malformed):
-            self.note(
+            await self.note(
                 f"malformed input from the agent: {event.message}" + (f" ({event.detail})" if event.detail else "")
             )
         elif isinstance(event, TurnEnded):
-            self._end_text()
+            await self._end_text()
         elif isinstance(event, SessionStarted):
             pass
+
+
+async def _quietly(stream: OutputStream, data: bytes) -> None:
+    try:
+        await stream.write(data)
+    except OutputError:
+        pass

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import signal
-import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,8 +17,8 @@ from ..errors import RemoteAcpError
 from ..session.core import Session, open_session
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
 from .history import HistoryError, SessionHistory, SessionRecord
-from .render import HumanRenderer, JsonRenderer, OutputError
-from .streams import tolerant
+from .render import HumanRenderer, JsonRenderer
+from .streams import Output, OutputError, standard_output
 
 if TYPE_CHECKING:
     from ..options import SessionOptions
@@ -40,34 +41,69 @@ class RunRequest:
     history: SessionHistory | None = None
 
 
-async def _watch_signals(session_ref: list[Session], interrupted: list[bool], scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            if interrupted or not session_ref:
-                scope.cancel()  # a second signal: stop now (teardown still runs, shielded)
-                return
-            interrupted.append(True)
-            session_ref[0].cancel()
+# How long the closing lines may wait for a reader that makes no progress: an unread pipe must
+# not hold the exit (the status is the run's own; the lines are lost with the pipe).
+FINAL_IDLE_S = 2.0
+
+
+class _Stop:
+    """Signals, and what they stop: a first SIGINT or SIGTERM cancels the turn in flight; a
+    second one stops at once (the session is killed: the turn ends now, the agent's tree is
+    SIGKILLed); any signal means output no longer waits for a reader."""
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.scope = anyio.CancelScope()
+        self.session: Session | None = None
+        self.signals = 0
+        self.turn_in_flight = False
+        self._killed = False
+
+    async def watch(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.signals += 1
+                self.output.give_up()
+                session = self.session
+                if session is None:
+                    self.scope.cancel()  # not started yet: the start's own cleanup still runs, shielded
+                elif self.signals == 1:
+                    session.cancel()  # between turns (or in teardown): no next turn starts
+                elif not self._killed and (kill := getattr(session, "kill", None)) is not None:
+                    self._killed = True
+                    kill()
+                else:  # a session without kill(), or a third signal
+                    self.scope.cancel()
+
+
+def _turn_line(session_id: str, outcome: str, kind: str, retryable: bool, message: str) -> dict[str, Any]:
+    """A ``turn_result`` object for a turn the session could not report itself."""
+    return {
+        "type": "turn_result",
+        "session_id": session_id,
+        "outcome": outcome,
+        "error_kind": kind,
+        "retryable": retryable,
+        "message": message,
+        "stop_reason": None,
+        "last_message": "",
+    }
 
 
 async def _run_turn(session: Session, prompt: str, renderer: JsonRenderer | HumanRenderer) -> dict[str, Any]:
     """Run one turn and return its ``turn_result`` object, also when the turn could not start."""
     try:
-        result = await session.run_turn(prompt, renderer.event)
+        async with session.turn(prompt) as turn:
+            async for event in turn:
+                await renderer.event(event)
     except RemoteAcpError as exc:
         # In flight already, connection gone, prompt not taken in time: the turn never started,
-        # but it still gets its one result object.
-        return {
-            "type": "turn_result",
-            "session_id": session.session_id,
-            "outcome": "turn_not_started",
-            "error_kind": exc.kind.value,
-            "retryable": exc.retryable,
-            "message": str(exc),
-            "stop_reason": None,
-            "last_message": "",
-        }
-    return result.to_json()
+        # but it still gets its one result object. (A core that reports this as a result with
+        # the outcome turn_not_started goes through to_json below.)
+        return _turn_line(session.session_id, "turn_not_started", exc.kind.value, exc.retryable, str(exc))
+    assert turn.result is not None
+    result: dict[str, Any] = turn.result.to_json()
+    return result
 
 
 def _describe(exc: BaseException) -> str:
@@ -76,49 +112,61 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _say(text: str) -> None:
+def _say(output: Output, text: str) -> None:
     """A last line on stderr (unsaid when stderr cannot be written)."""
-    with contextlib.suppress(OSError, ValueError):
-        err = tolerant(sys.stderr)
-        err.write(f"remote-acp: {text}\n")
-        err.flush()
+    with contextlib.suppress(OutputError):
+        output.err.put(f"remote-acp: {text}\n".encode(output.encoding, "backslashreplace"))
+
+
+async def _drive(
+    request: RunRequest, renderer: JsonRenderer | HumanRenderer, final: dict[str, Any], stop: _Stop
+) -> int:
+    """Start the session and run the prompts; the exit status of the turns."""
+    output = renderer.output
+    async with open_session(request.workspace, request.options, request.target, resume=request.resume) as session:
+        stop.session = session
+        assert session.info is not None
+        final.update(session_id=session.session_id, obtained=session.info.obtained)
+        for prompt in request.prompts:
+            if stop.signals:
+                break
+            # A write waiting for an unread pipe holds the turn where the session cannot apply
+            # its bound: give up waiting when the bound is due, so the session can end the turn.
+            output.wait_until(time.monotonic() + request.options.turn_timeout_ms / 1000)
+            stop.turn_in_flight = True
+            turn = await _run_turn(session, prompt, renderer)
+            stop.turn_in_flight = False
+            output.wait_until(math.inf)
+            final["outcome"], final["message"] = turn["outcome"], turn["message"]
+            if isinstance(renderer, JsonRenderer):
+                renderer.result(turn)
+            if turn["error_kind"] is not None:
+                final["error_kind"] = turn["error_kind"]
+                return exit_code_for(turn["error_kind"])
+    return EXIT_OK
 
 
 async def run_prompts(request: RunRequest) -> int:
+    output = standard_output()
     renderer: JsonRenderer | HumanRenderer = (
-        JsonRenderer() if request.as_json else HumanRenderer(show_replay=request.show_replay)
+        JsonRenderer(output) if request.as_json else HumanRenderer(output, show_replay=request.show_replay)
     )
     final: dict[str, Any] = {"type": "run_result", "session_id": None, "outcome": None, "error_kind": None}
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    session_ref: list[Session] = []
-    interrupted: list[bool] = []
+    stop = _Stop(output)
     output_failed: OutputError | None = None
     code = EXIT_OK
-    with anyio.CancelScope() as scope:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals, session_ref, interrupted, scope)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop.watch)
+        with stop.scope:
             try:
-                async with open_session(
-                    request.workspace, request.options, request.target, resume=request.resume
-                ) as session:
-                    session_ref.append(session)
-                    assert session.info is not None
-                    final.update(session_id=session.session_id, obtained=session.info.obtained)
-                    for prompt in request.prompts:
-                        turn = await _run_turn(session, prompt, renderer)
-                        final["outcome"], final["message"] = turn["outcome"], turn["message"]
-                        if isinstance(renderer, JsonRenderer):
-                            renderer.emit(turn)
-                        if turn["error_kind"] is not None:
-                            final["error_kind"] = turn["error_kind"]
-                            code = exit_code_for(turn["error_kind"])
-                            break
+                code = await _drive(request, renderer, final, stop)
             except RemoteAcpError as exc:
                 final.update(outcome="start_failed", error_kind=exc.kind.value, message=str(exc))
                 code = exit_code_for(exc.kind.value)
             except OutputError as exc:
                 # Whoever read our output went away (`| head`: stop quietly, as a pipeline
-                # expects), or the output cannot be written at all (a full disk).
+                # expects), or the output cannot be written at all (a full disk, a closed stdout).
                 output_failed = exc
                 final.update(outcome="output_failed", message=str(exc))
                 code = EXIT_BROKEN_PIPE if exc.broken_pipe else EXIT_LOCAL_IO
@@ -126,31 +174,50 @@ async def run_prompts(request: RunRequest) -> int:
                 log.debug("internal error", exc_info=True)
                 final.update(outcome="internal_error", message=f"internal error: {_describe(exc)}")
                 code = EXIT_INTERNAL
-            tg.cancel_scope.cancel()
-    if (scope.cancelled_caught or interrupted) and output_failed is None:
-        final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
-        code = EXIT_INTERRUPTED
-    _remember(request, final, started)
-    if output_failed is not None:
-        if not output_failed.broken_pipe:
-            _say(str(output_failed))
-        return code
-    try:
-        if isinstance(renderer, JsonRenderer):
-            renderer.emit(final)
-            if final["outcome"] == "internal_error":
-                _say(final["message"])
-        else:
-            line = f"session {final['session_id'] or '-'}: {final['outcome']}"
-            if final["error_kind"]:
-                line += f" [{final['error_kind']}] {final.get('message', '')}"
-            elif final["outcome"] == "internal_error":
-                line += f" ({final['message']})"
-            renderer.note(line)
-    except OutputError as exc:
-        if not exc.broken_pipe:
-            _say(str(exc))
-        return EXIT_BROKEN_PIPE if exc.broken_pipe else EXIT_LOCAL_IO
+        stop.session = None
+        if (stop.scope.cancelled_caught or stop.signals) and output_failed is None:
+            if stop.turn_in_flight and isinstance(renderer, JsonRenderer) and final["session_id"]:
+                # Stopped mid-turn before the session could end it: the turn still gets its line.
+                with contextlib.suppress(OutputError):
+                    renderer.result(
+                        _turn_line(final["session_id"], "turn_cancelled", "turn_cancelled", False, "interrupted")
+                    )
+            final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
+            code = EXIT_INTERRUPTED
+        _remember(request, final, started)
+        code = await _finish(renderer, final, code, output_failed)
+        tg.cancel_scope.cancel()
+    return code
+
+
+async def _finish(
+    renderer: JsonRenderer | HumanRenderer, final: dict[str, Any], code: int, failed: OutputError | None
+) -> int:
+    """Write the closing line and wait, bounded, for the output to reach its reader."""
+    output = renderer.output
+    if failed is None:
+        try:
+            if isinstance(renderer, JsonRenderer):
+                renderer.result(final)
+                if final["outcome"] == "internal_error":
+                    _say(output, final["message"])
+            else:
+                line = f"session {final['session_id'] or '-'}: {final['outcome']}"
+                if final["error_kind"]:
+                    line += f" [{final['error_kind']}] {final.get('message', '')}"
+                elif final["outcome"] == "internal_error":
+                    line += f" ({final['message']})"
+                renderer.last_note(line)
+            await output.out.drain(FINAL_IDLE_S)
+        except OutputError as exc:
+            failed = exc
+            code = EXIT_BROKEN_PIPE if exc.broken_pipe else EXIT_LOCAL_IO
+    if failed is not None and not failed.broken_pipe:
+        _say(output, str(failed))
+    if output.dropped:
+        _say(output, f"{output.dropped} pieces of output were dropped: nobody read them while the run had to end")
+    with contextlib.suppress(OutputError):
+        await output.err.drain(FINAL_IDLE_S)
     return code
 
 
