@@ -22,6 +22,7 @@ from remote_acp import (
     Event,
     Malformed,
     Notification,
+    RemoteAcpError,
     TurnCancelled,
     TurnResult,
     TurnTimedOut,
@@ -164,6 +165,15 @@ async def test_an_unreadable_prompt_answer_ends_the_turn_at_once(workspace: str,
     assert result.error is not None and result.error.kind is ErrorKind.TURN_OUTCOME_UNKNOWN
     assert str(result.error).startswith("the agent's answer to the prompt could not be read: ")
     assert follow_up.ok
+
+
+async def test_an_unreadable_start_up_answer_fails_the_start_at_once(workspace: str) -> None:
+    options = fast_options([*HOSTILE, "--deep-initialize"], initialize_floor_ms=60_000)
+    with anyio.fail_after(10), pytest.raises(RemoteAcpError) as info:  # not after the 60 s bound
+        async with open_session(workspace, options):
+            pass
+    assert info.value.kind is ErrorKind.RESPONSE_ERROR
+    assert str(info.value) == "the agent's answer to initialize could not be read: the line nests deeper than 64 levels"
 
 
 @pytest.mark.both_backends

@@ -110,7 +110,7 @@ class PendingCall:
     so a decision that depends on the answer is taken where the answer arrived.
     """
 
-    __slots__ = ("done", "id", "method", "on_done", "response", "ticket")
+    __slots__ = ("done", "id", "method", "on_done", "response", "ticket", "unreadable")
 
     def __init__(self, request_id: int, method: str, ticket: WriteTicket) -> None:
         self.id = request_id
@@ -119,6 +119,8 @@ class PendingCall:
         self.response: Response | None = None
         self.done = anyio.Event()
         self.on_done: Callable[[], None] | None = None
+        self.unreadable: str | None = None
+        """Why the line that answered it could not be read (then ``response`` is ``None``)."""
 
     def _resolve(self, response: Response | None) -> None:
         self.response = response
@@ -357,6 +359,10 @@ class AgentConnection:
             elif isinstance(message, StrayResponse):
                 log.debug("response to no pending request", extra={"response_id": repr(message.id)[:100]})
             else:
+                if message.reply_to is not None and (call := pending.pop(message.reply_to, None)) is not None:
+                    # It names a request of ours and cannot be read: most likely its answer.
+                    call.unreadable = message.reason
+                    call._resolve(None)
                 handler.on_malformed(message)
 
     def _mark_lost(self) -> None:

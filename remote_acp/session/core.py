@@ -353,7 +353,9 @@ class Session:
         if machine is not self._inbox.turn or prompt is None:
             return
         response = prompt.response
-        if response is None:
+        if response is None and prompt.unreadable is not None:
+            machine.on_unreadable_answer(f"the agent's answer to the prompt could not be read: {prompt.unreadable}")
+        elif response is None:
             machine.on_lost()
         else:
             machine.on_answer(response.result, response.error, self._normalizer.masker)

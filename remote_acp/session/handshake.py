@@ -66,6 +66,10 @@ class Handshake:
             await call.ticket.done.wait()
             if not call.ticket.failed:
                 await call.done.wait()
+        if call.unreadable is not None:
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR, f"the agent's answer to {method} could not be read: {call.unreadable}"
+            )
         if call.ticket.failed or (call.done.is_set() and call.response is None):
             self._conn.abandon(call)
             raise await self.lost_error()  # the agent stopped reading, or its connection ended

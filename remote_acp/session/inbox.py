@@ -208,10 +208,6 @@ class Inbox:
 
     def on_malformed(self, malformed: MalformedLine) -> None:
         self.normalizer.flush(self._emit)
-        if self._answer_outstanding() and self.prompt is not None and malformed.reply_to == self.prompt.id:
-            self._induce(
-                Ending.outcome_unknown(f"the agent's answer to the prompt could not be read: {malformed.reason}")
-            )
         self.normalizer.malformed(
             self._emit,
             "received a line that could not be parsed as JSON-RPC",
@@ -220,9 +216,10 @@ class Inbox:
         )
 
     def on_oversized(self, excerpt: bytes) -> None:
-        if self._answer_outstanding():
+        if self._answer_outstanding() and self.turn is not None:
             # The over-long line came before the answer and may have been the answer itself.
-            self._induce(Ending.outcome_unknown(OVERSIZED_LINE))
+            self.turn.on_unreadable_answer(OVERSIZED_LINE, answered=False)
+            self._changed()
         else:
             self.normalizer.malformed(self._emit, OVERSIZED_LINE)
 

@@ -176,6 +176,7 @@ class TurnMachine:
         self.cancel_sent_at: float | None = None
         self._cancel_due = False
         self.write_failed_at: float | None = None
+        self._answered = False  # the prompt's answer arrived, readable or not
         self.lost = False
         """The connection ended: the session finishes the turn once it knows the exit status."""
         self.result: TurnResult | None = None
@@ -257,11 +258,13 @@ class TurnMachine:
         else:
             self._finish(TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, UNDECODABLE_ANSWER)
 
-    def on_unreadable_answer(self, why: str) -> None:
-        """A line that may have been the prompt's answer could not be read (over the line bound,
-        not JSON, nested too deeply): the outcome cannot be known. The runtime's side is cancelled
-        and settled like any induced ending, so nothing of this turn leaks into the next one."""
+    def on_unreadable_answer(self, why: str, *, answered: bool = True) -> None:
+        """A line that was (``answered``), or may have been, the prompt's answer could not be
+        read (over the line bound, not JSON, nested too deeply): the outcome cannot be known. The
+        runtime's side is cancelled; when its answer may still come it is awaited like any induced
+        ending, so nothing of this turn leaks into the next one."""
         self.induce(Ending.outcome_unknown(why))
+        self._answered |= answered
 
     def on_write_failed(self, now: float) -> None:
         if self.write_failed_at is None:
@@ -294,7 +297,7 @@ class TurnMachine:
             if b.stall_s > 0 and not self._waiting_for_caller():
                 deadlines.append(self.last_event_at + b.stall_s)
         if self.cancel_sent_at is not None:
-            deadlines.append(self.cancel_sent_at + b.read_s)
+            deadlines.append(-math.inf if self._answered else self.cancel_sent_at + b.read_s)
         elif self.ending is not None and not self.prompt_sent:
             deadlines.append(-math.inf)  # ended before the prompt went out: nothing to wait for
         if self.write_failed_at is not None:
@@ -316,7 +319,8 @@ class TurnMachine:
             elif b.stall_s > 0 and not self._waiting_for_caller() and now >= self.last_event_at + b.stall_s:
                 self.induce(Ending.stalled(b.stall_ms))
         if self.ending is not None:
-            waited_out = self.cancel_sent_at is not None and now >= self.cancel_sent_at + b.read_s
+            sent_at = self.cancel_sent_at
+            waited_out = sent_at is not None and (self._answered or now >= sent_at + b.read_s)
             if waited_out or not self.prompt_sent:
                 self._finish(self.ending.event, self.ending.kind, self.ending.message)
                 return

@@ -12,6 +12,7 @@ with a prompt is chosen by the first word of the prompt text:
 - ``garbled-answer``: answer the prompt with a line naming its id that is not JSON, then idle.
 - ``malformed N``: N lines that are not JSON, then ``end_turn``.
 
+With ``--deep-initialize`` its answer to ``initialize`` nests 500 levels deep.
 A ``session/cancel`` is ignored (the client's bounds must end the turn on their own).
 """
 
@@ -85,7 +86,10 @@ def main() -> None:
         method, request_id = message.get("method"), message.get("id")
         if method == "initialize":
             info = {"name": "hostile", "version": "1"}
-            send({"id": request_id, "result": {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": info}})
+            result = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": info}
+            if "--deep-initialize" in sys.argv:
+                result["d"] = nested(500)
+            send({"id": request_id, "result": result})
         elif method == "session/new":
             send({"id": request_id, "result": {"sessionId": "sess-h"}})
         elif method == "session/prompt":
