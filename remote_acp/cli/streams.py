@@ -10,16 +10,16 @@ is recorded by the thread and raised as :class:`OutputError` by the next write.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
-import locale
 import math
 import os
 import sys
-import threading
 import time
-from typing import IO, Final, cast
+from typing import IO, TYPE_CHECKING, Final, cast
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = [
     "CLOSED_AT_START",
@@ -103,6 +103,8 @@ class OutputStream:
     """One fd, written by a daemon thread from a bounded buffer."""
 
     def __init__(self, fd: int, patience: _Patience | None = None, *, closed: bool = False) -> None:
+        import threading  # here, not at the top: ``remote-acp --version`` imports this module
+
         self._fd = fd
         self._patience = patience or _Patience()
         self._cond = threading.Condition(threading.Lock())
@@ -112,6 +114,7 @@ class OutputStream:
         self._error: OSError | None = OSError(errno.EBADF, os.strerror(errno.EBADF)) if closed else None
         self._thread: threading.Thread | None = None
         self._idle = False
+        self._abandoned = False
         self.dropped = 0
         """Writes given up because the buffer stayed full past the patience deadline."""
 
@@ -164,7 +167,7 @@ class OutputStream:
             now = time.monotonic()
             if written != last:
                 last, since = written, now
-            elif now - since >= idle_s or self._patience.gone:
+            elif now - since >= idle_s or self._patience.gone or self._abandoned:
                 return
             time.sleep(_POLL_MAX_S)
 
@@ -185,6 +188,7 @@ class OutputStream:
             if written != last:
                 last, since = written, now
             elif now - since >= idle_s or self._patience.gone:
+                self._abandoned = True  # nobody reads: the exit does not wait for it again
                 return False
             await anyio.sleep(_POLL_MAX_S)
 
@@ -194,6 +198,9 @@ class OutputStream:
         self._buf += data
         self._pending += len(data)
         if self._thread is None:
+            import atexit
+            import threading
+
             self._thread = threading.Thread(target=self._pump, name=f"remote-acp-fd{self._fd}", daemon=True)
             self._thread.start()
             # Whatever is still buffered at exit (a log line just before a usage error) gets its
@@ -278,6 +285,8 @@ def standard_output() -> Output:
     fd 1 or 2 must go through the same buffer, or lines interleave out of order)."""
     global _standard
     if _standard is None:
+        import locale
+
         patience = _Patience()
         encoding = getattr(sys.stdout, "encoding", None) or locale.getpreferredencoding(False)
         _standard = Output(
