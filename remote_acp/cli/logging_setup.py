@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from ..masking import MaskingFilter, escape_control
 
@@ -53,8 +53,10 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(level: str, fmt: str, stream: IO[str] | None = None) -> None:
+    """Log to ``stream`` (the command's own non-blocking stderr; ``sys.stderr`` by default),
+    masked, one record per line."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(MaskingFilter())
     root = logging.getLogger()

@@ -63,22 +63,12 @@ def _absolute(path: str | None) -> str:
 def cli(log_level: str, log_format: str) -> None:
     """Run coding agents that speak the Agent Client Protocol, locally or on build hosts."""
     from .logging_setup import configure_logging
-
-    tolerant(sys.stdout)  # an agent's lone surrogate in a listing is replaced, not fatal
-    configure_logging(log_level, log_format)
-    _log_without_blocking()
-
-
-def _log_without_blocking() -> None:
-    """Log lines go to stderr through the command's own buffer and writer thread: a write to a
-    stderr nobody reads must never block the event loop (and they stay in order with notices)."""
-    import logging
-
     from .streams import standard_output
 
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
-            handler.setStream(standard_output().log_stream())
+    tolerant(sys.stdout)  # an agent's lone surrogate in a listing is replaced, not fatal
+    # Log lines go to stderr through the command's own buffer and writer thread: a write to a
+    # stderr nobody reads must never block the event loop (and they stay in order with notices).
+    configure_logging(log_level, log_format, standard_output().log_stream())
 
 
 @cli.command()
