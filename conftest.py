@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from typing import TYPE_CHECKING
@@ -43,6 +44,17 @@ def private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     never the user's."""
     monkeypatch.setenv("REMOTE_ACP_STATE_DIR", str(tmp_path / "remote-acp-state"))
     monkeypatch.setenv("REMOTE_ACP_CACHE_DIR", str(tmp_path / "remote-acp-cache"))
+
+
+@pytest.fixture(autouse=True)
+def restore_root_logging() -> Iterator[None]:
+    """The command line configures the root logger when a test runs it in this process; the
+    next test starts with the root logger as it was."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
