@@ -63,6 +63,7 @@ STREAM_ENDED = "the agent's connection ended before a response arrived"
 
 WRITE_HIGH_WATER: Final = 1024 * 1024
 """Bytes queued for the agent's stdin above which the reader stops reading the agent."""
+_PRE_READY_KEPT: Final = 4096
 MAX_QUEUED_BYTES: Final = 16 * 1024 * 1024
 """Bytes queued for the agent's stdin above which writing counts as failed (a last resort: the
 reader has stopped long before, so only our own requests can still add to the queue)."""
@@ -138,6 +139,8 @@ class AgentConnection:
         max_line_bytes: int,
         output_drain_ms: int,
         stdin_prefix: bytes = b"",
+        ready_marker: bytes = b"",
+        ready_reply: bytes = b"",
     ) -> None:
         self.process = process
         self.peer = JsonRpcPeer()
@@ -158,8 +161,21 @@ class AgentConnection:
         self._reader_paused = False
         self._closing = False
         self._scopes: list[anyio.CancelScope] = []
+        self.ready = anyio.Event()
+        """Set once the launched side said it is ready for the protocol (at once without a marker)."""
+        self._ready_or_lost = anyio.Event()
+        self._marker = ready_marker + b"\n" if ready_marker else b""
+        self._ready_reply = ready_reply
+        self._before_ready = bytearray()
+        self.pre_ready_output = b""
+        """What the launched side printed before its ready marker (its last bytes, bounded)."""
+        self._prefix: WriteTicket | None = None
         if stdin_prefix:
-            self._enqueue(WriteTicket(stdin_prefix))
+            self._prefix = WriteTicket(stdin_prefix)
+            self._enqueue(self._prefix)
+        if not ready_marker:
+            self.ready.set()
+            self._ready_or_lost.set()
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         """Start the connection's tasks in ``tg``.
@@ -271,6 +287,11 @@ class AgentConnection:
                 await self._queue_ready.wait()
                 continue
             ticket = self._queue[0]
+            if not self.ready.is_set() and ticket is not self._prefix:
+                # Nothing but the prefix goes out before the launched side says it is ready.
+                await self._ready_or_lost.wait()
+                if not self.ready.is_set():
+                    self.write_failed = True  # lost before it was ready: nothing will ever be read
             ticket.started = True
             if not self.write_failed:
                 self.writing_since = time.monotonic()
@@ -300,6 +321,11 @@ class AgentConnection:
             if not data:
                 break
             self.bytes_received += len(data)
+            if not self.ready.is_set():
+                data = self._until_ready(data)
+                if not data:
+                    await checkpoint()
+                    continue
             self._dispatch(framer.feed(data))
             handler.batch_done(len(data))
             if handler.paused() or self._backlogged():
@@ -309,6 +335,34 @@ class AgentConnection:
         self._dispatch(framer.end())  # an unterminated last line is still a line
         self.process.stdout_eof.set()
         self._mark_lost()
+
+    def _until_ready(self, data: bytes) -> bytes:
+        """Look for the ready marker; return what follows it (protocol), else nothing."""
+        pending = self._before_ready
+        pending += data
+        at = pending.find(self._marker)
+        if at < 0:
+            # Keep a bounded tail: enough to find a marker split across reads, and to quote.
+            if len(pending) > _PRE_READY_KEPT + len(self._marker):
+                del pending[: len(pending) - _PRE_READY_KEPT - len(self._marker)]
+            self.pre_ready_output = bytes(pending[-_PRE_READY_KEPT:])
+            return b""
+        self.pre_ready_output = bytes(pending[max(0, at - _PRE_READY_KEPT) : at])
+        rest = bytes(pending[at + len(self._marker) :])
+        pending.clear()
+        if self._ready_reply:
+            # The go-ahead goes first, after the prefix if that is still being written.
+            reply = WriteTicket(self._ready_reply)
+            self._queue.insert(1 if self._queue and self._queue[0] is self._prefix else 0, reply)
+            self._queued_bytes += len(reply.data)
+            self._queue_ready.set()
+        self.ready.set()
+        self._ready_or_lost.set()
+        return rest
+
+    async def wait_ready(self) -> None:
+        """Wait until the launched side is ready for the protocol, or the connection ended."""
+        await self._ready_or_lost.wait()
 
     def _backlogged(self) -> bool:
         return self._queued_bytes > WRITE_HIGH_WATER and not self.write_failed
@@ -369,6 +423,7 @@ class AgentConnection:
         if self.lost.is_set():
             return
         self.lost.set()
+        self._ready_or_lost.set()
         calls = list(self._pending.values())
         self._pending.clear()
         for call in calls:

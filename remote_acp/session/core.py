@@ -225,10 +225,19 @@ class Session:
                 max_line_bytes=options.max_line_bytes,
                 output_drain_ms=options.output_drain_ms,
                 stdin_prefix=spec.stdin_prefix,
+                ready_marker=spec.ready_marker,
+                ready_reply=spec.ready_reply,
             )
             self._conn.start(tg)
             tg.start_soon(self._supervise, name="remote-acp turn supervisor")
-            hs = Handshake(self._conn, process, self._target, drain_ms=options.output_drain_ms, secrets=spec.secrets)
+            hs = Handshake(
+                self._conn,
+                process,
+                self._target,
+                drain_ms=options.output_drain_ms,
+                secrets=spec.secrets,
+                ready_timeout_ms=spec.ready_timeout_ms,
+            )
             init = await hs.initialize(options.initialize_timeout_ms)
         agent = init.agent_info
         if agent is None:

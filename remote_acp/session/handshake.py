@@ -49,7 +49,9 @@ class Handshake:
         *,
         drain_ms: int,
         secrets: tuple[str, ...] = (),
+        ready_timeout_ms: int = 0,
     ) -> None:
+        self._ready_timeout_ms = ready_timeout_ms
         self._conn = conn
         self._process = process
         self._target = target
@@ -96,6 +98,7 @@ class Handshake:
         return response.result
 
     async def initialize(self, timeout_ms: int) -> InitializeResult:
+        await self._wait_ready(self._ready_timeout_ms or timeout_ms)
         raw = await self.call("initialize", initialize_params(__version__), timeout_ms)
         try:
             init = parse_initialize(raw)
@@ -115,6 +118,29 @@ class Handshake:
             return parse_new_session(raw)
         except WireError as exc:
             raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"session/new response did not decode: {exc}") from None
+
+    async def _wait_ready(self, bound_ms: int) -> None:
+        """Wait for the launched side to say it is ready for the protocol (a remote login done).
+
+        :raises RemoteAcpError: the connection's loss (with its exit report), or, when it never
+            says so, ``response_timeout`` naming the likely cause and what it printed instead.
+        """
+        conn = self._conn
+        with anyio.move_on_after(bound_ms / 1000):
+            await conn.wait_ready()
+        if conn.ready.is_set():
+            return
+        if conn.lost.is_set():
+            raise await self.lost_error()
+        printed = self._masker.quote(conn.pre_ready_output.decode("utf-8", "replace").strip(), 300)
+        raise RemoteAcpError(
+            ErrorKind.RESPONSE_TIMEOUT,
+            f"the remote side did not say it was ready within {bound_ms} ms: a login that hangs, or a "
+            "login script (.bashrc, .profile, config.fish...) that reads standard input or starts "
+            "another shell",
+            detail=f"it printed: {printed}" if printed else "it printed nothing",
+            retryable=False,
+        )
 
     async def lost_error(self) -> RemoteAcpError:
         """The error for a connection lost before an answer."""

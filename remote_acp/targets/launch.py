@@ -50,6 +50,14 @@ class LaunchSpec:
     """Bytes written to the agent's stdin before the first protocol byte."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Values masked wherever the agent's output is shown."""
+    ready_marker: bytes = b""
+    """When set, the launched side prints this line on stdout once it is ready for the protocol
+    (a remote login done): until then only :attr:`stdin_prefix` is written, and what comes before
+    the line on stdout is not protocol (it is kept, bounded, for the error that names it)."""
+    ready_reply: bytes = field(default=b"", repr=False)
+    """Written first once the marker was seen: the launched side's go-ahead."""
+    ready_timeout_ms: int = 0
+    """How long the marker may take (``0``: the ``initialize`` bound)."""
 
 
 class LaunchTarget(Protocol):

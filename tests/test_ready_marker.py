@@ -1,0 +1,133 @@
+"""A launched side that must say it is ready before the protocol starts (a remote login).
+
+A small local shell script stands in for the remote side: it prints what login scripts print,
+reads the prefix, prints the ready marker, waits for the go-ahead and only then starts the agent.
+Nothing but the prefix may reach it before the marker, and when the marker never comes the start
+fails within its own bound with a message that names the likely cause.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from remote_acp import ErrorKind, Event, LaunchSpec, LocalTarget, RemoteAcpError, open_session
+from tests.support.agents import fast_options
+
+if TYPE_CHECKING:
+    import contextlib
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from remote_acp.targets.exit_status import ExitStatus
+
+pytestmark = pytest.mark.anyio
+
+MARKER = b"remote-acp-ready-5f0c"
+AGENT = f"exec {sys.executable} -m remote_acp.testing.scripted_agent"
+
+
+@dataclass(frozen=True)
+class ScriptTarget:
+    """A local target whose launched side is a shell script speaking the ready protocol."""
+
+    script: str
+    ready_timeout_ms: int = 3_000
+    local: LocalTarget = LocalTarget()
+
+    @property
+    def label(self) -> str:
+        return "script"
+
+    @property
+    def remote(self) -> bool:
+        return False
+
+    def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.local.start_slot()
+
+    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
+        return None
+
+    async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+        spec = await self.local.prepare(command, workspace)
+        return replace(
+            spec,
+            argv=["/bin/sh", "-c", self.script],
+            stdin_prefix=b"the-prefix\n",
+            ready_marker=MARKER,
+            ready_reply=b"go\n",
+            ready_timeout_ms=self.ready_timeout_ms,
+        )
+
+
+def script(before_marker: str, tmp_path: Path) -> str:
+    return (
+        f"echo 'Welcome to build-7 (motd)'; {before_marker}\n"
+        f'read -r prefix; echo "$prefix" > {tmp_path}/prefix\n'
+        f"printf '%s\\n' {MARKER.decode()}\n"
+        f'read -r go; echo "$go" > {tmp_path}/go; [ "$go" = go ] || exit 9\n'
+        f"echo started > {tmp_path}/started\n{AGENT}\n"
+    )
+
+
+async def test_the_protocol_starts_after_the_marker_and_login_noise_is_not_protocol(
+    workspace: str, tmp_path: Path
+) -> None:
+    target = ScriptTarget(script('echo \'{"not": "protocol"}\'', tmp_path))
+    async with open_session(workspace, fast_options("true"), target) as s:
+        events: list[Event] = []
+        result = await s.run_turn("hello", events.append)
+    assert result.ok and result.last_message == "hello"
+    assert (tmp_path / "prefix").read_text() == "the-prefix\n"
+    assert (tmp_path / "go").read_text() == "go\n"
+    assert not any(type(e).__name__ == "Malformed" for e in events)  # the noise was never parsed
+
+
+async def test_a_login_script_that_reads_stdin_fails_fast_and_says_why(workspace: str, tmp_path: Path) -> None:
+    # Like a .bashrc that reads standard input: it waits for more than the prefix, which never
+    # comes, because nothing else is written before the marker.
+    target = ScriptTarget(script("echo 'reading a line'; read -r a; read -r b", tmp_path), ready_timeout_ms=800)
+    started = time.monotonic()
+    with anyio.fail_after(10), pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options("true", initialize_floor_ms=60_000), target):
+            pass
+    assert time.monotonic() - started < 8  # the marker's bound, not initialize's 60 s
+    err = info.value
+    assert err.kind is ErrorKind.RESPONSE_TIMEOUT and not err.retryable
+    assert err.message.startswith("the remote side did not say it was ready within 800 ms: a login that hangs")
+    assert "reads standard input" in err.message
+    assert err.detail == "it printed: Welcome to build-7 (motd)\\nreading a line"
+    assert not (tmp_path / "started").exists()
+
+
+async def test_nothing_starts_for_a_session_given_up_during_a_hanging_login(workspace: str, tmp_path: Path) -> None:
+    target = ScriptTarget(script("sleep 2", tmp_path), ready_timeout_ms=500)
+    with pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options("true"), target):
+            pass
+    assert info.value.kind is ErrorKind.RESPONSE_TIMEOUT
+    await anyio.sleep(2.5)  # past the hang: had it survived, the script would start the agent now
+    assert not (tmp_path / "started").exists()
+
+
+async def test_a_side_that_ends_before_the_marker_is_reported_with_its_exit(workspace: str, tmp_path: Path) -> None:
+    target = ScriptTarget("echo 'Permission denied (publickey).' >&2; exit 255")
+    with pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options("true"), target):
+            pass
+    assert info.value.kind is ErrorKind.PORT_EXIT
+    assert "exit status 255" in str(info.value) and "Permission denied (publickey)." in str(info.value)
+
+
+async def test_a_marker_split_across_reads_is_found(workspace: str, tmp_path: Path) -> None:
+    split = (
+        f"read -r prefix; printf 'noise '; printf 'remote-acp-re'; sleep 0.2; printf 'ady-5f0c\\n'; read -r go; {AGENT}"
+    )
+    async with open_session(workspace, fast_options("true"), ScriptTarget(split)) as s:
+        assert (await s.run_turn("hi")).ok
