@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from .errors import ErrorKind
+if TYPE_CHECKING:
+    from .errors import ErrorKind
 
 __all__ = [
     "Event",
