@@ -51,7 +51,6 @@ user cache directory of ``remote-acp``).
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
@@ -60,6 +59,7 @@ from ..errors import ErrorKind, RemoteAcpError
 from ..logs import get_logger
 from ..masking import secret_values
 from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
+from .ssh_argv import ssh_argv
 from .ssh_config import (
     effective_host_key_policy,
     fallback_config_dir,
@@ -67,10 +67,8 @@ from .ssh_config import (
     login_home,
     write_fallback_config,
 )
+from .ssh_errors import ssh_exit_error
 from .ssh_script import (
-    EXIT_NO_WORKSPACE,
-    SIGNAL_MARK,
-    WORKSPACE_MARK,
     check_count,
     env_preamble,
     remote_script,
@@ -100,7 +98,6 @@ log = get_logger("remote_acp.targets.ssh")
 
 HostKeyPolicy = Literal["accept-new", "yes", "no"]
 
-SSH_FAILED: Final = 255
 _NUMERIC_SETTINGS: Final = (
     "connect_timeout_s",
     "server_alive_interval_s",
@@ -201,38 +198,6 @@ class SshSettings:
         validate_env_names(self.pass_env)
 
 
-def ssh_argv(
-    ssh: str, destination: Destination, settings: SshSettings, remote: str, *, config: str | None
-) -> list[str]:
-    """The local argv. ``config`` is the file given to ``-F``: the generated config
-    (:func:`fallback_config_text`), which includes the user's own. A host-key policy in the
-    settings goes on the command line.
-    """
-    argv = [ssh]
-    if config is not None:
-        argv += ["-F", config]
-    argv += [
-        "-T",
-        "-e", "none",
-        "-x",
-        "-a",
-        "-o", "BatchMode=yes",
-        "-o", f"ConnectTimeout={settings.connect_timeout_s}",
-        "-o", f"ServerAliveInterval={settings.server_alive_interval_s}",
-        "-o", f"ServerAliveCountMax={settings.server_alive_count_max}",
-        "-o", "LogLevel=ERROR",
-        # No connection sharing: neither a client of the user's ControlMaster nor one ourselves.
-        "-o", "ControlMaster=no",
-        "-o", "ControlPath=none",
-    ]  # fmt: skip
-    if settings.host_key_policy is not None:
-        argv += ["-o", f"StrictHostKeyChecking={settings.host_key_policy}"]
-    if destination.port is not None:
-        argv += ["-p", str(destination.port)]
-    argv += ["--", destination.host, f"exec sh -c {shlex.quote(remote)}"]
-    return argv
-
-
 @dataclass(frozen=True, slots=True)
 class SshTarget:
     """Run the agent on ``host`` through the local ``ssh`` binary, one process per session."""
@@ -325,19 +290,7 @@ class SshTarget:
         return start_slot(start_key(self.host, self.settings), self.settings.max_concurrent_starts)
 
     def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
-        if status.code == SSH_FAILED and not agent_wrote:
-            return RemoteAcpError(ErrorKind.PORT_EXIT, "ssh connection failed", detail=stderr)
-        if status.code == EXIT_NO_WORKSPACE and WORKSPACE_MARK in stderr:
-            return RemoteAcpError(
-                ErrorKind.INVALID_WORKSPACE_CWD,
-                f"the workspace does not exist on {self.label} or cannot be entered",
-                detail=stderr,
-            )
-        if status.code is not None and SIGNAL_MARK in stderr:
-            return RemoteAcpError(
-                ErrorKind.PORT_EXIT, f"the agent runtime on {self.label} was killed by a signal", detail=stderr
-            )
-        return None
+        return ssh_exit_error(self.label, status, agent_wrote=agent_wrote, stderr=stderr)
 
 
 def start_key(host: str, settings: SshSettings) -> str:
