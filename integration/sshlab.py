@@ -148,7 +148,8 @@ class SshLab:
                     f"Port {port}",
                     f"HostKey {host.host_key}",
                     f"PidFile {host.root / 'sshd.pid'}",
-                    f"AuthorizedKeysFile {self.authorized_keys}",
+                    # The lab's key for root, and each throwaway user's own file (integration.users).
+                    f"AuthorizedKeysFile {self.authorized_keys} .ssh/authorized_keys",
                     "PubkeyAuthentication yes",
                     "PasswordAuthentication no",
                     "KbdInteractiveAuthentication no",
