@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import signal
 from typing import TYPE_CHECKING
 
@@ -136,7 +135,7 @@ class AgentProcess:
 
     @classmethod
     def _launch(cls, spec: LaunchSpec) -> tuple[Supervisor, list[int], str]:
-        token = secrets.token_hex(8)
+        token = os.urandom(8).hex()  # not `secrets`: it pulls in hashlib and OpenSSL
         env = {**spec.env, SESSION_MARK: token}
         child_ends: list[int] = []
         ours: list[int] = []
