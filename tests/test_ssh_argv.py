@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from remote_acp.targets import ssh_argv as ssh_argv_module
 from remote_acp.targets.ssh import (
     Destination,
     HostKeyPolicy,
@@ -17,6 +18,7 @@ from remote_acp.targets.ssh import (
     fallback_config_text,
     ssh_argv,
 )
+from remote_acp.targets.ssh_argv import PROBED_OVERRIDES, local_ssh_options, ready_bound_ms, session_overrides
 from remote_acp.targets.ssh_config import write_fallback_config
 from tests.support.ssh_build import (
     BASE_OPTIONS,
@@ -25,7 +27,20 @@ from tests.support.ssh_build import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
+
+# What a user's ssh_config may not change about a session, overridden on the command line.
+OVERRIDES = [
+    "-o", "PermitLocalCommand=no",
+    "-o", "ClearAllForwardings=yes",
+    "-o", "ConnectionAttempts=1",
+    "-o", "VisualHostKey=no",
+    "-o", "RemoteCommand=none",
+    "-o", "StdinNull=no",
+    "-o", "SessionType=default",
+    "-o", "ForkAfterAuthentication=no",
+]  # fmt: skip
 
 # -- ssh_argv -----------------------------------------------------------------------------------
 
@@ -44,8 +59,9 @@ def test_ssh_argv_default_settings_give_the_fallback_config_and_no_policy_option
         "-o", "ConnectTimeout=10",
         "-o", "ServerAliveInterval=15",
         "-o", "ServerAliveCountMax=3",
-        "-o", "LogLevel=ERROR",
+        "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
+        *OVERRIDES,
         "--", "build", "exec sh -c 'echo hi'",
     ]  # fmt: skip
     assert not any("StrictHostKeyChecking" in word for word in argv)  # the config's fallback decides
@@ -59,8 +75,9 @@ def test_ssh_argv_without_a_config_passes_no_file() -> None:
         "-o", "ConnectTimeout=10",
         "-o", "ServerAliveInterval=15",
         "-o", "ServerAliveCountMax=3",
-        "-o", "LogLevel=ERROR",
+        "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
+        *OVERRIDES,
         "--", "build", "exec sh -c 'echo hi'",
     ]  # fmt: skip
 
@@ -81,8 +98,9 @@ def test_ssh_argv_with_config_file_port_timeouts_and_policy_yes() -> None:
         "-o", "ConnectTimeout=3",
         "-o", "ServerAliveInterval=5",
         "-o", "ServerAliveCountMax=2",
-        "-o", "LogLevel=ERROR",
+        "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
+        *OVERRIDES,
         "-o", "StrictHostKeyChecking=yes",
         "-p", "2201",
         "--", "user@::1", "exec sh -c true",
@@ -97,8 +115,9 @@ def test_ssh_argv_explicit_policy_accept_new_goes_on_the_command_line() -> None:
         "-o", "ConnectTimeout=10",
         "-o", "ServerAliveInterval=15",
         "-o", "ServerAliveCountMax=3",
-        "-o", "LogLevel=ERROR",
+        "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
+        *OVERRIDES,
         "-o", "StrictHostKeyChecking=accept-new",
         "--", "build", "exec sh -c x",
     ]  # fmt: skip
@@ -113,8 +132,9 @@ def test_ssh_argv_forced_no_policy_and_port_without_config() -> None:
         "-o", "ConnectTimeout=10",
         "-o", "ServerAliveInterval=15",
         "-o", "ServerAliveCountMax=1",
-        "-o", "LogLevel=ERROR",
+        "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
+        *OVERRIDES,
         "-o", "StrictHostKeyChecking=no",
         "-p", "22",
         "--", "build", "exec sh -c x",
@@ -175,3 +195,130 @@ def test_a_users_control_master_cannot_turn_sharing_back_on(tmp_path: Path, poli
     # A ProxyJump hop's ssh gets our -F file but none of our -o options: the file alone holds.
     hop = ssh_g(["ssh", "-F", config, "jumphost"])
     assert hop["controlmaster"] == "false" and "controlpath" not in hop
+
+
+# -- options a user's ssh_config may not change -------------------------------------------------
+
+USER_OVERRIDES_CONFIG = (
+    "Host *\n"
+    "  RemoteCommand echo from-the-config\n"
+    "  PermitLocalCommand yes\n"
+    "  LocalCommand echo local\n"
+    "  StdinNull yes\n"
+    "  SessionType none\n"
+    "  ForkAfterAuthentication yes\n"
+    "  LocalForward 127.0.0.1:40000 127.0.0.1:22\n"
+    "  ConnectionAttempts 5\n"
+    "  VisualHostKey yes\n"
+    "  LogLevel QUIET\n"
+)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's ssh")
+def test_a_users_config_cannot_change_what_ssh_does_to_a_session(tmp_path: Path) -> None:
+    user = tmp_path / "user config"
+    user.write_text(USER_OVERRIDES_CONFIG)
+    # The negative control: read alone, the user's file changes all of it.
+    control = ssh_g(["ssh", "-F", str(user), "build"])
+    assert control["remotecommand"] == "echo from-the-config"
+    assert (control["permitlocalcommand"], control["stdinnull"], control["sessiontype"]) == ("yes", "yes", "none")
+    assert control["forkafterauthentication"] == "yes" and "localforward" in control
+    text = fallback_config_text(str(user), home="/x")
+    config = str(write_fallback_config(text, tmp_path))
+    seen = ssh_g(ssh_argv("ssh", Destination("build"), SshSettings(), "true", config=config))
+    assert "remotecommand" not in seen
+    assert (seen["permitlocalcommand"], seen["stdinnull"], seen["sessiontype"]) == ("no", "no", "default")
+    assert seen["forkafterauthentication"] == "no"
+    assert "localforward" not in seen and seen["clearallforwardings"] == "yes"
+    assert (seen["connectionattempts"], seen["visualhostkey"], seen["loglevel"]) == ("1", "no", "VERBOSE")
+
+
+@pytest.mark.parametrize(
+    ("known", "expected"),
+    [
+        (frozenset(), []),
+        (frozenset({"RemoteCommand"}), ["-o", "RemoteCommand=none"]),
+        (frozenset({"StdinNull", "SessionType"}), ["-o", "StdinNull=no", "-o", "SessionType=default"]),
+        (None, OVERRIDES[8:]),
+    ],
+)
+def test_options_the_local_ssh_does_not_know_stay_out_of_the_argv(
+    known: frozenset[str] | None, expected: list[str]
+) -> None:
+    argv = ssh_argv("ssh", Destination("build"), SshSettings(), "x", config=None, known_options=known)
+    probed = [w for w in argv if w.partition("=")[0] in {name for name, _ in PROBED_OVERRIDES}]
+    assert probed == expected[1::2]
+    # What every OpenSSH knows always goes out.
+    assert session_overrides(known)[:8] == OVERRIDES[:8]
+
+
+def old_ssh(directory: Path, refused: tuple[str, ...]) -> Path:
+    """An ``ssh`` that, like an older OpenSSH, refuses options it does not know (and logs each run)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "runs.log"
+    cases = "".join(
+        f"    *{name}=*) echo 'Bad configuration option: {name.lower()}' >&2; exit 255;;\n" for name in refused
+    )
+    script = f'echo run >> {shlex.quote(str(log))}\nfor word in "$@"; do\n  case "$word" in\n{cases}  esac\ndone\n'
+    path = directory / "ssh"
+    path.write_text(f"#!/bin/sh\n{script}")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def fresh_probe_cache() -> Iterator[None]:
+    saved = dict(ssh_argv_module._known_options)
+    ssh_argv_module._known_options.clear()
+    yield
+    ssh_argv_module._known_options.clear()
+    ssh_argv_module._known_options.update(saved)
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+async def test_the_probe_finds_what_an_older_ssh_knows_once_per_process(tmp_path: Path) -> None:
+    # An OpenSSH 8.4: RemoteCommand, but none of 8.7's options.
+    ssh = old_ssh(tmp_path / "bin", ("StdinNull", "SessionType", "ForkAfterAuthentication"))
+    assert await local_ssh_options(str(ssh), os.environ) == frozenset({"RemoteCommand"})
+    runs = (tmp_path / "bin" / "runs.log").read_text().count("run")
+    assert runs == 1 + len(PROBED_OVERRIDES)  # all at once, then one by one
+    assert await local_ssh_options(str(ssh), os.environ) == frozenset({"RemoteCommand"})
+    assert (tmp_path / "bin" / "runs.log").read_text().count("run") == runs  # remembered
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+async def test_a_probe_that_cannot_run_sends_only_what_every_ssh_knows_and_is_not_remembered(
+    tmp_path: Path,
+) -> None:
+    missing = str(tmp_path / "no-such-ssh")
+    assert await local_ssh_options(missing, os.environ) == frozenset()
+    assert missing not in ssh_argv_module._known_options
+
+
+@pytest.fixture
+def installed_ssh() -> tuple[str, tuple[int, int]]:
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        pytest.skip("needs OpenSSH's ssh")
+    version = subprocess.run([ssh, "-V"], capture_output=True, text=True, check=False).stderr  # OpenSSH_9.2p1 ...
+    major, minor = (int(part) for part in version.split("_", 1)[1].split("p")[0].split(".")[:2])
+    return ssh, (major, minor)
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+async def test_the_installed_ssh_is_probed_for_real(installed_ssh: tuple[str, tuple[int, int]]) -> None:
+    ssh, (major, minor) = installed_ssh
+    known = await local_ssh_options(ssh, os.environ)
+    assert ("RemoteCommand" in known) == ((major, minor) >= (7, 6))
+    assert ("StdinNull" in known) == ("SessionType" in known) == ((major, minor) >= (8, 7))
+
+
+# -- the bound of the start ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("connect_s", "bound_ms"), [(1, 6_000), (3, 8_000), (5, 10_000), (10, 20_000), (60, 120_000)])
+def test_ready_bound_is_the_connect_timeout_and_a_login_margin(connect_s: int, bound_ms: int) -> None:
+    assert ready_bound_ms(SshSettings(connect_timeout_s=connect_s)) == bound_ms

@@ -1,22 +1,90 @@
-"""The local ssh argv, a pure function of its inputs (see :mod:`remote_acp.targets.ssh`)."""
+"""The local ssh argv, a pure function of its inputs (see :mod:`remote_acp.targets.ssh`).
+
+A session needs ssh to run one command with its stdio as the protocol's pipes, and nothing else.
+A user's ssh_config can make it do otherwise, so the options that would are overridden on the
+command line, where they win over any ssh_config (OpenSSH keeps the first value it obtains):
+
+- ``RemoteCommand``: with ours, ssh refuses to start ("Cannot execute command-line and remote
+  command"). ``none`` drops theirs.
+- ``PermitLocalCommand``: a ``LocalCommand`` runs locally once connected, and its output lands on
+  our stdout, in the protocol stream.
+- ``StdinNull``: stdin from ``/dev/null``; the agent would never read a request.
+- ``SessionType``: ``none`` runs no command, ``subsystem`` runs something else.
+- ``ForkAfterAuthentication``: ssh would go to the background, away from our pipes.
+- ``ClearAllForwardings``: the user's forwardings would be set up for every session, and two
+  sessions binding one local port would fail or warn.
+- ``ConnectionAttempts``: retries multiply the connect timeout past the bound of the start; a
+  scheduler retries, not ssh.
+- ``VisualHostKey``: an ASCII-art fingerprint would fill the standard-error tail.
+- ``LogLevel VERBOSE``: ssh's own reasons for a failure (``Timeout, server ... not responding``
+  is printed at ``INFO``) and the line that says the login was authenticated, which tells a
+  failed connection from a failed login (:mod:`remote_acp.targets.ssh_errors`).
+
+Some of these options are newer than the clients people run (``StdinNull``, ``SessionType`` and
+``ForkAfterAuthentication`` came with OpenSSH 8.7, ``RemoteCommand`` with 7.6), and an OpenSSH
+refuses an option it does not know. :func:`local_ssh_options` asks the local ssh once per process
+which of them it knows (``ssh -G`` parses options without connecting), and :func:`ssh_argv` leaves
+out the others: a client that does not know an option cannot have it set by a config file either.
+"""
 
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .ssh import Destination, SshSettings
 
-__all__ = ["ssh_argv"]
+__all__ = [
+    "ALWAYS_OVERRIDDEN",
+    "LOG_LEVEL",
+    "PROBED_OVERRIDES",
+    "READY_LOGIN_MARGIN_MS",
+    "local_ssh_options",
+    "ready_bound_ms",
+    "session_overrides",
+    "ssh_argv",
+]
+
+LOG_LEVEL: Final = "VERBOSE"
+# Known to every OpenSSH that can run a session at all (accept-new, which the generated config
+# uses, needs 7.6).
+ALWAYS_OVERRIDDEN: Final = (
+    ("PermitLocalCommand", "no"),
+    ("ClearAllForwardings", "yes"),
+    ("ConnectionAttempts", "1"),
+    ("VisualHostKey", "no"),
+)
+# Sent only when the local ssh knows them (:func:`local_ssh_options`).
+PROBED_OVERRIDES: Final = (
+    ("RemoteCommand", "none"),
+    ("StdinNull", "no"),
+    ("SessionType", "default"),
+    ("ForkAfterAuthentication", "no"),
+)
+READY_LOGIN_MARGIN_MS: Final = 5_000
+"""The least :func:`ready_bound_ms` allows past the connect timeout, for the key exchange,
+authentication and the login shell's start (its dotfiles) on a loaded machine."""
+_PROBE_TIMEOUT_S: Final = 5.0
+
+_known_options: dict[str, frozenset[str]] = {}
 
 
 def ssh_argv(
-    ssh: str, destination: Destination, settings: SshSettings, remote: str, *, config: str | None
+    ssh: str,
+    destination: Destination,
+    settings: SshSettings,
+    remote: str,
+    *,
+    config: str | None,
+    known_options: frozenset[str] | None = None,
 ) -> list[str]:
     """The local argv. ``config`` is the file given to ``-F``: the generated config
-    (:func:`fallback_config_text`), which includes the user's own. A host-key policy in the
-    settings goes on the command line.
+    (:func:`~remote_acp.targets.ssh_config.fallback_config_text`), which includes the user's own. A
+    host-key policy in the settings goes on the command line. ``known_options``: the names in
+    :data:`PROBED_OVERRIDES` the local ssh knows (:func:`local_ssh_options`); ``None``: all.
     """
     argv = [ssh]
     if config is not None:
@@ -30,14 +98,82 @@ def ssh_argv(
         "-o", f"ConnectTimeout={settings.connect_timeout_s}",
         "-o", f"ServerAliveInterval={settings.server_alive_interval_s}",
         "-o", f"ServerAliveCountMax={settings.server_alive_count_max}",
-        "-o", "LogLevel=ERROR",
+        "-o", f"LogLevel={LOG_LEVEL}",
         # No connection sharing: neither a client of the user's ControlMaster nor one ourselves.
         "-o", "ControlMaster=no",
         "-o", "ControlPath=none",
     ]  # fmt: skip
+    argv += session_overrides(known_options)
     if settings.host_key_policy is not None:
         argv += ["-o", f"StrictHostKeyChecking={settings.host_key_policy}"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]
     argv += ["--", destination.host, f"exec sh -c {shlex.quote(remote)}"]
     return argv
+
+
+def session_overrides(known_options: frozenset[str] | None = None) -> list[str]:
+    """The ``-o`` words that keep a user's ssh_config from changing what ssh does to a session
+    (see the module docstring), without the probed options the local ssh does not know."""
+    words: list[str] = []
+    for name, value in ALWAYS_OVERRIDDEN:
+        words += ["-o", f"{name}={value}"]
+    for name, value in PROBED_OVERRIDES:
+        if known_options is None or name in known_options:
+            words += ["-o", f"{name}={value}"]
+    return words
+
+
+def ready_bound_ms(settings: SshSettings) -> int:
+    """How long a session over ssh may take to say it is ready (``LaunchSpec.ready_timeout_ms``):
+    the connect timeout, then as long again, and at least :data:`READY_LOGIN_MARGIN_MS`, for
+    what ssh does not bound by it.
+
+    ssh's ``ConnectTimeout`` covers the TCP connect and the server's banner; the key exchange and
+    authentication are bounded only by the keepalives (``ServerAliveInterval`` times
+    ``ServerAliveCountMax``, 45 s by default), and the login shell not at all.
+    """
+    connect_ms = settings.connect_timeout_s * 1000
+    return connect_ms + max(connect_ms, READY_LOGIN_MARGIN_MS)
+
+
+async def local_ssh_options(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
+    """The names in :data:`PROBED_OVERRIDES` that the ssh at path ``ssh`` knows, asked once per
+    process and path (``ssh -G``, which parses its options and connects nowhere, refuses an
+    unknown one). All of them are tried in one run; only when that fails, one run each.
+
+    A probe that cannot run or does not finish in time gives the empty set (only options every
+    client knows go out) and is not remembered, so the next session asks again.
+    """
+    known = _known_options.get(ssh)
+    if known is not None:
+        return known
+    try:
+        if await _knows(ssh, PROBED_OVERRIDES, environ):
+            known = frozenset(name for name, _ in PROBED_OVERRIDES)
+        else:
+            known = frozenset(
+                [name for name, value in PROBED_OVERRIDES if await _knows(ssh, ((name, value),), environ)]
+            )
+    except (OSError, TimeoutError):
+        return frozenset()
+    _known_options[ssh] = known
+    return known
+
+
+async def _knows(ssh: str, options: tuple[tuple[str, str], ...], environ: Mapping[str, str]) -> bool:
+    import subprocess
+
+    import anyio
+
+    # -F /dev/null: no config file is read, so nothing in one (a Match exec) runs, and an error in
+    # one cannot pass for an unknown option.
+    argv = [ssh, "-F", "/dev/null", "-G", "-T"]
+    for name, value in options:
+        argv += ["-o", f"{name}={value}"]
+    argv += ["--", "remote-acp-probe"]
+    with anyio.fail_after(_PROBE_TIMEOUT_S):
+        done = await anyio.run_process(
+            argv, check=False, env=dict(environ), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
+    return done.returncode == 0
