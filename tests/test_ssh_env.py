@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -14,11 +15,12 @@ from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh import (
     SshSettings,
     SshTarget,
-    env_preamble,
+    ready_timeout_ms,
+    remote_script,
+    stdin_prefix,
 )
+from remote_acp.targets.ssh_script import BOOTSTRAP, data_line
 from tests.support.ssh_build import (
-    BASE_OPTIONS,
-    CONTROL_OPTIONS,
     RUN_TIMEOUT_S,
     environ_with,
     fake_ssh,
@@ -45,81 +47,47 @@ ENV_VALUES = {
 # What follows the preamble on stdin: protocol bytes, things that look like shell, binary.
 STDIN_REST = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\nexport X=1; _RA_COMPLETE=1\n\x00\xff\xfe tail'
 
-# -- env_preamble -------------------------------------------------------------------------------
+# -- the carried environment, as the host's sh reads it -----------------------------------------
+
+READ_ENV = "import os,json; print(json.dumps(dict(os.environ)))"
 
 
-def test_env_preamble_empty_is_one_padded_block() -> None:
-    preamble = env_preamble({})
-    assert preamble == b"_RA_COMPLETE=1" + b" " * 49 + b"\n"
-    assert len(preamble) == 64
+def run_prefix(prefix: bytes, shell: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """The prefix as the host reads it: ``sh -c BOOTSTRAP`` with the prefix on stdin."""
+    return subprocess.run(
+        [*shell, "-c", BOOTSTRAP], input=prefix, capture_output=True, timeout=RUN_TIMEOUT_S, check=False
+    )
 
 
-def test_env_preamble_exact_bytes() -> None:
-    assert env_preamble({"A": "x", "B": "it's"}) == (b"export A=x B='it'\"'\"'s'; _RA_COMPLETE=1" + b" " * 24 + b"\n")
+def test_carried_values_are_in_the_data_line_only_quoted_then_encoded() -> None:
+    line = data_line("/w", ["agent"], ENV_VALUES)
+    escaped = line[len("_ra_data='") : -1]
+    decoded = re.sub(r"\\0([0-7]{3})", lambda m: chr(int(m.group(1), 8)), escaped).encode("latin-1").decode()
+    exports = "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in ENV_VALUES.items())
+    assert f"\n_ra_env={shlex.quote(exports)}\n_ra_complete=1" in decoded
+    script = remote_script("/w", ["agent"], ENV_VALUES, token="t")
+    code = script.replace(line, "")
+    assert all(value not in code for value in ENV_VALUES.values() if len(value) > 2)
 
 
-def test_env_preamble_is_padded_to_whole_blocks_with_least_padding() -> None:
-    for size in [*range(1, 200), 1000, 4095, 4096]:
-        preamble = env_preamble({"A": "x" * size})
-        assert len(preamble) % 64 == 0, size
-        assert preamble.endswith(b"\n")
-        assert preamble.count(b"\n") == 1
-        body = preamble.rstrip(b" \n")
-        assert body == b"export A=" + b"x" * size + b"; _RA_COMPLETE=1"
-        assert len(preamble) - len(body) - 1 < 64, size  # never a whole block of padding
-        assert set(preamble[len(body) : -1]) <= {ord(" ")}
-
-
-def test_env_preamble_body_of_63_bytes_needs_no_padding() -> None:
-    # "export A=" + value + "; _RA_COMPLETE=1" is 25 bytes plus the value; 63 + newline = 64.
-    assert env_preamble({"A": "x" * 38}) == b"export A=" + b"x" * 38 + b"; _RA_COMPLETE=1\n"
-    assert len(env_preamble({"A": "x" * 39})) == 128
-
-
-def test_env_preamble_pads_by_bytes_not_characters() -> None:
-    for count in range(1, 70):
-        preamble = env_preamble({"U": "ü✓" * count})
-        assert len(preamble) % 64 == 0
-        assert preamble.endswith(b"\n")
-
-
-def test_env_preamble_quotes_values() -> None:
-    preamble = env_preamble(ENV_VALUES).decode()
-    for name, value in ENV_VALUES.items():
-        assert f"{name}={shlex.quote(value)}" in preamble
-    assert preamble.index("QUOTED=") < preamble.index("DOLLAR=") < preamble.index("SEMI=")  # order kept
-    assert preamble.startswith("export ")
-    assert preamble.rstrip().endswith("; _RA_COMPLETE=1")
-    assert "'$HOME ${PATH} `id` $(id) \\$x'" in preamble  # single-quoted: nothing expands
-
-
-def test_env_preamble_carries_values_that_are_not_utf8_as_their_bytes() -> None:
+def test_values_that_are_not_utf8_arrive_as_their_bytes() -> None:
     raw = b"tok\xffen \xc3( 'q' \x80"
     value = os.fsdecode(raw)  # what os.environ holds for undecodable bytes: surrogate escapes
-    preamble = env_preamble({"RAW": value, "OK": "ü"})
-    assert len(preamble) % 64 == 0
-    assert preamble.startswith(b"export RAW='tok\xffen \xc3( '\"'\"'q'\"'\"' \x80' OK='\xc3\xbc'; _RA_COMPLETE=1")
-    reader = f"{sys.executable} -c 'import os,sys; sys.stdout.buffer.write(os.environb[b\"RAW\"])'"
+    reader = "import os,sys; sys.stdout.buffer.write(os.environb[b'RAW'])"
+    prefix = stdin_prefix(remote_script("/", [sys.executable, "-c", reader], {"RAW": value, "OK": "ü"}))
     for shell in shells():
-        done = subprocess.run(
-            [*shell, "-c", preamble + b"exec " + reader.encode()],
-            capture_output=True,
-            timeout=RUN_TIMEOUT_S,
-            check=False,
-        )
+        done = run_prefix(prefix, shell)
         assert (done.returncode, done.stdout) == (0, raw), (shell, done.stderr)
 
 
-def test_env_preamble_evaluates_in_sh_to_exported_values() -> None:
-    preamble = env_preamble(ENV_VALUES).decode()
-    reader = f"{sys.executable} -c 'import os,json; print(json.dumps(dict(os.environ)))'"
-    script = f'{preamble}[ "$_RA_COMPLETE" = 1 ] || exit 9\nexec {reader}\n'
+def test_carried_values_are_exported_exactly() -> None:
+    prefix = stdin_prefix(remote_script("/", [sys.executable, "-c", READ_ENV], ENV_VALUES))
     for shell in shells():
-        done = subprocess.run([*shell, "-c", script], capture_output=True, timeout=RUN_TIMEOUT_S, check=False)
+        done = run_prefix(prefix, shell)
         assert done.returncode == 0, (shell, done.stderr)
         seen = json.loads(done.stdout)
         assert {name: seen.get(name) for name in ENV_VALUES} == ENV_VALUES, shell
-        assert "_RA_COMPLETE" not in seen  # a plain assignment, not exported
+        assert not [name for name in seen if name.lower().startswith("_ra_") and name != "_RA_SESSION"]
 
 
 # -- SshTarget.prepare with a fake local ssh ----------------------------------------------------
@@ -140,25 +108,18 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
 
     config = fallback_path(None)
     assert spec.argv[0] == str(ssh)
-    assert spec.argv[1:-3] == [
-        "-F", str(config),  # includes the user's ssh_config, then falls back to accept-new
-        *BASE_OPTIONS,
-        "-o", "ConnectTimeout=10",
-        "-o", "ServerAliveInterval=15",
-        "-o", "ServerAliveCountMax=3",
-        "-o", "LogLevel=ERROR",
-        *CONTROL_OPTIONS,
-        "-p", "2222",
-    ]  # fmt: skip
+    assert spec.argv[1:3] == ["-F", str(config)]  # the options themselves: tests/test_ssh_argv.py
     assert spec.argv[-3:-1] == ["--", "user@build"]
-    exec_word, sh_word, c_word, script = shlex.split(spec.argv[-1])
-    assert (exec_word, sh_word, c_word) == ("exec", "sh", "-c")
-    assert script.startswith("cd -- /srv/ws 2>/dev/null || ")
-    assert f"dd bs=1 count={len(spec.stdin_prefix)} " in script
-    assert line_after_session_mark(script) == ["exec agent --acp"]
+    assert shlex.split(spec.argv[-1]) == ["exec", "sh", "-c", BOOTSTRAP]  # fixed, no data in it
     assert (spec.target, spec.remote, spec.cwd) == ("user@build:2222", True, None)
+    marker = spec.ready_marker.decode()
+    assert re.fullmatch(r"remote-acp-ready-[0-9a-f]{16}", marker)
+    assert (spec.ready_reply, spec.ready_timeout_ms) == (b"go\n", ready_timeout_ms(target.settings))
+    assert ready_timeout_ms(target.settings) == 15_000
 
-    assert spec.stdin_prefix == env_preamble(SECRETS)
+    prefix = spec.stdin_prefix.decode()
+    assert f"printf '%s\\n' {marker}\n" in prefix
+    assert line_after_session_mark(prefix.split("\n", 1)[1])[-1] == '  eval "$_ra_cmd"'
     for value in SECRETS.values():
         assert value in spec.secrets
         for word in spec.argv:
@@ -176,26 +137,25 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
         assert value not in logged
 
 
-def test_prepare_preamble_evaluates_to_the_carried_values(tmp_path: Path) -> None:
+def test_prepare_prefix_runs_with_the_carried_values_after_the_go_ahead(tmp_path: Path) -> None:
     fake_ssh(tmp_path / "bin")
     target = SshTarget("build", SshSettings(pass_env=tuple(SECRETS)), environ=environ_with(tmp_path / "bin", **SECRETS))
-    spec = prepare(target, "agent --acp", "/srv/ws")
-    reader = f"{sys.executable} -c 'import os,json; print(json.dumps(dict(os.environ)))'"
+    spec = prepare(target, [sys.executable, "-c", READ_ENV], "/")
     done = subprocess.run(
-        ["sh", "-c", spec.stdin_prefix.decode() + f"exec {reader}"], capture_output=True, timeout=RUN_TIMEOUT_S
+        ["sh", "-c", BOOTSTRAP], input=spec.stdin_prefix + spec.ready_reply, capture_output=True, timeout=RUN_TIMEOUT_S
     )
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
+    marker, rest = done.stdout.split(b"\n", 1)
+    assert marker == spec.ready_marker
+    seen = json.loads(rest)
     assert {name: seen.get(name) for name in SECRETS} == SECRETS
 
 
-def test_prepare_without_pass_env_sends_no_preamble(tmp_path: Path) -> None:
+def test_each_session_has_its_own_ready_marker(tmp_path: Path) -> None:
     fake_ssh(tmp_path / "bin")
-    spec = prepare(SshTarget("build", environ=environ_with(tmp_path / "bin")), "agent --acp", "/srv/ws")
-    assert spec.stdin_prefix == b""
-    assert "dd bs=1" not in spec.argv[-1]
-    assert shlex.split(spec.argv[-1])[3].split("\n")[0].startswith("cd -- /srv/ws ")
-    assert "agent --acp" in line_after_session_mark(shlex.split(spec.argv[-1])[3])
+    target = SshTarget("build", environ=environ_with(tmp_path / "bin"))
+    markers = {prepare(target, "agent --acp", "/srv/ws").ready_marker for _ in range(5)}
+    assert len(markers) == 5
 
 
 def test_prepare_refuses_a_pass_env_name_that_is_not_set(tmp_path: Path) -> None:

@@ -28,16 +28,16 @@ from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh import (
     Destination,
     SshSettings,
-    env_preamble,
     remote_script,
     ssh_argv,
+    stdin_prefix,
 )
+from remote_acp.targets.ssh_script import BOOTSTRAP, END_MARK, INCOMPLETE_MARK, TOOL_MARK, data_line
 from tests.support.orphans import MARKER_NAME, kill_marked
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
     SIGNAL_MARK,
     WORKSPACE_MARK,
-    line_after_session_mark,
     raises_kind,
     shells,
 )
@@ -79,7 +79,7 @@ PRINT_ENV_AND_STDIN = (
     "import os,sys,json; data = sys.stdin.buffer.read(); "
     "print(json.dumps({'env': dict(os.environ), 'stdin': data.hex()}))"
 )
-# Values carried in the environment preamble: quotes, newlines, expansions, blanks, non-ASCII.
+# Values carried in the environment: quotes, newlines, expansions, blanks, non-ASCII.
 
 ENV_VALUES = {
     "QUOTED": 'it\'s "quoted"',
@@ -91,73 +91,89 @@ ENV_VALUES = {
     "GLOB": "* ?",
     "SEMI": "a; exit 3",
 }
-# What follows the preamble on stdin: protocol bytes, things that look like shell, binary.
+# What follows the prefix on stdin: protocol bytes, things that look like shell, binary.
 STDIN_REST = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\nexport X=1; _RA_COMPLETE=1\n\x00\xff\xfe tail'
 
-ENV_MESSAGE = "remote-acp: the environment sent on stdin did not arrive whole"
+ENV_MESSAGE = INCOMPLETE_MARK
 
-# -- remote_script as data ----------------------------------------------------------------------
+# -- remote_script and the login line as data ---------------------------------------------------
 
-
-@pytest.mark.parametrize(
-    "workspace",
-    [
-        "/srv/my workspace",
-        "/srv/it's",
-        '/srv/"dq"',
-        "/srv/$HOME",
-        "/srv/a;b",
-        "/srv/-x",
-        "/srv/*",
-        "/srv/ws",
-        "/" + HOSTILE_DIR,
-    ],
-)
-def test_remote_script_enters_the_quoted_workspace_with_cd_dash_dash_first(workspace: str) -> None:
-    script = remote_script(workspace, ["agent"], token="t0")
-    head = script[: script.index(" 2>/dev/null || { printf ")]
-    assert head == f"cd -- {shlex.quote(workspace)}"
-    if any(c in workspace for c in " '\"$;*\n\\`"):
-        assert head.startswith("cd -- '")  # single-quoted: nothing in it expands
-    # Tokenised as a shell would, the words are exactly `cd`, `--` and the workspace.
-    assert shlex.split(head) == ["cd", "--", workspace]
-    # The failure branch exits before anything else in the script.
-    assert script.index("exit 97; }\n") < script.index("_ra_tree() {")
+LOGIN_SHELLS = ["sh", "dash", "bash", "zsh", "ksh", "fish", "csh", "tcsh", "busybox ash"]
 
 
-def test_remote_script_with_a_plain_workspace_is_cd_then_supervisor() -> None:
-    script = remote_script("/srv/ws dir", ["agent", "--acp"], token="abc123", kill_grace_s=5)
+def login_line() -> str:
+    return ssh_argv("ssh", Destination("build"), SshSettings(), BOOTSTRAP, config="/c")[-1]
+
+
+def test_the_login_line_is_fixed_and_means_the_same_in_every_shell() -> None:
+    line = login_line()
+    # Nothing any shell reads differently: no backslash (fish), no newline or ! (csh), and the
+    # one $ inside single quotes, where no shell expands it.
+    for c in "\\\n!`":
+        assert c not in line
+    assert line.count("$") == 1
+    words = shlex.split(line)
+    assert words[-1] == BOOTSTRAP
+    assert line.index("$") > line.index("'")
+
+
+@pytest.mark.parametrize("workspace", ["/srv/ws", "/" + HOSTILE_DIR, "/a\\'; touch PWNED; echo '"])
+def test_no_datum_is_in_the_script_as_text(workspace: str) -> None:
+    command = ["/opt/agent", *HOSTILE_WORDS]
+    env = {"SECRET": "sk-live-0123456789abcdef", **ENV_VALUES}
+    script = remote_script(workspace, command, env, token="t0", ready_marker="remote-acp-ready-x")
     lines = script.split("\n")
-    assert lines[0] == (
-        "cd -- '/srv/ws dir' 2>/dev/null || "
-        "{ printf '%s\\n' 'remote-acp: workspace unavailable: /srv/ws dir' >&2; exit 97; }"
+    code = "\n".join(lines[:1] + lines[2:])  # everything but the data line
+    for datum in [workspace, *[w for w in HOSTILE_WORDS if len(w) > 3], "touch", "sk-live-0123456789abcdef"]:
+        assert datum not in code
+        if not re.fullmatch(r"[A-Za-z0-9/._,:+=@%-]*", datum):
+            assert datum not in script  # only plain characters stay as they are
+    assert script.split("\n")[1] == data_line(workspace, command, env)
+
+
+def test_the_data_line_is_plain_characters_and_octal_escapes_only() -> None:
+    line = data_line("/" + HOSTILE_DIR, ["agent", *HOSTILE_WORDS], ENV_VALUES)
+    assert line.startswith("_ra_data='") and line.endswith("'")
+    body = line[len("_ra_data='") : -1]
+    # Cut anywhere, a run of these is one word: no quote, blank, separator or expansion.
+    assert re.fullmatch(r"(?:[A-Za-z0-9/._,:+=@%-]|\\0[0-7]{3})*", body)
+
+
+def test_the_data_decodes_to_shlex_quoted_assignments() -> None:
+    line = data_line("/w s", ["a", "b c"], {"K": "v'1"})
+    decoded = re.sub(r"\\0([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line[len("_ra_data='") : -1])
+    assert decoded.split("\n") == [
+        "_ra_ws='/w s'",
+        "set -- a 'b c'",
+        "_ra_cmd=",
+        "_ra_list=1",
+        "_ra_env=" + shlex.quote("export K=" + shlex.quote("v'1")),
+        "_ra_complete=1",
+    ]
+    decoded = re.sub(r"\\0([0-7]{3})", lambda m: chr(int(m.group(1), 8)), data_line("/w", "  a && b\n")[10:-1])
+    assert decoded.split("\n") == ["_ra_ws=/w", "_ra_cmd='a && b'", "_ra_list=", "_ra_env=", "_ra_complete=1"]
+
+
+def test_remote_script_with_a_plain_workspace_is_data_cd_tools_marker_then_supervisor() -> None:
+    script = remote_script("/srv/ws dir", ["agent", "--acp"], token="abc123", kill_grace_s=5, ready_marker="rdy-1")
+    lines = script.split("\n")
+    assert lines[0] == "# remote-acp session script"
+    assert lines[4] == (
+        'cd -- "$_ra_ws" 2>/dev/null || '
+        "{ printf '%s %s\\n' 'remote-acp: workspace unavailable:' \"$_ra_ws\" >&2; exit 97; }"
     )
-    assert "dd " not in script and "_RA_ENV" not in script  # no environment, no preamble reader
-    assert line_after_session_mark(script) == ["exec agent --acp"]
+    assert lines.index("printf '%s\\n' rdy-1") < lines.index("_ra_shell=$$")
+    assert lines.index("printf '%s\\n' rdy-1") > lines.index("for _ra_t in $_ra_tools; do")
     assert "{ export _RA_SESSION=abc123." in lines
     assert 'grep -l -s -a "_RA_SESSION=abc123\\."' in script
     assert 'while [ "$_ra_n" -lt 5 ]; do' in script
-    assert script.rstrip().endswith('exit "$_ra_rc"')
+    assert lines[-2] == END_MARK and lines[-1] == ""
     assert "__" not in script.replace("__pycache__", "")  # every placeholder filled
 
 
-def test_remote_script_list_command_is_quoted_word_by_word() -> None:
-    command = ["/opt/my agent/bin/agent", *HOSTILE_WORDS]
-    script = remote_script("/w", command, token="t")
-    fragment = "\n".join(line_after_session_mark(script))
-    assert fragment == "exec " + shlex.join(command)
-    assert shlex.split(fragment) == ["exec", *command]
-
-
-def test_remote_script_string_command_goes_verbatim() -> None:
-    for command in ["echo a && echo b", "FOO=1 exec agent --acp 2>>log", "if true; then\n  agent\nfi", "a | b; c"]:
-        script = remote_script("/w", f"  {command}\n ", token="t")
-        assert line_after_session_mark(script) == command.split("\n")
-
-
-def test_remote_script_list_command_that_looks_like_a_fragment_stays_one_word() -> None:
-    script = remote_script("/w", ["echo hi && touch pwned"], token="t")
-    assert line_after_session_mark(script) == ["exec 'echo hi && touch pwned'"]
+def test_remote_script_without_a_marker_reads_no_go_ahead() -> None:
+    script = remote_script("/w", ["agent"], token="t")
+    assert "_ra_go" not in script
 
 
 def test_remote_script_refuses_an_empty_list_command() -> None:
@@ -167,14 +183,24 @@ def test_remote_script_refuses_an_empty_list_command() -> None:
         remote_script("/w", ["", "x"])
 
 
-def test_remote_script_reads_exactly_the_preamble_bytes() -> None:
-    script = remote_script("/w", ["agent"], 128, token="t")
-    lines = script.split("\n")
-    assert lines[1].startswith("command -v dd >/dev/null 2>&1 || {")
-    assert lines[1].endswith("exit 98; }")
-    assert lines[2].startswith('_RA_ENV=$(dd bs=1 count=128 2>/dev/null) && command eval "$_RA_ENV" && ')
-    assert lines[2].endswith(f"{{ echo '{ENV_MESSAGE}' >&2; exit 98; }}")
-    assert lines[3] == "unset _RA_ENV _RA_COMPLETE"
+def test_remote_script_refuses_an_odd_marker_or_tool_path() -> None:
+    for marker in ["", "a b", "a'b", "ü"]:
+        with pytest.raises(ValueError, match="ready marker"):
+            remote_script("/w", ["a"], ready_marker=marker)
+    for path in ["/a'b", "/a\\b", "/a\nb"]:
+        with pytest.raises(ValueError, match="tool path"):
+            remote_script("/w", ["a"], tool_path=path)
+
+
+def test_stdin_prefix_is_the_loader_line_then_the_script() -> None:
+    script = remote_script("/w", ["agent"], token="t")
+    prefix = stdin_prefix(script)
+    loader, rest = prefix.split(b"\n", 1)
+    assert rest == script.encode()
+    assert f"-lt {script.count(chr(10))} ]".encode() in loader
+    assert b"\\" in loader and b"'" in loader  # fine: only /bin/sh ever reads it
+    with pytest.raises(ValueError, match="end mark"):
+        stdin_prefix("echo hi\n")
 
 
 def test_remote_script_token_is_random_by_default() -> None:
@@ -184,7 +210,7 @@ def test_remote_script_token_is_random_by_default() -> None:
 
 
 @pytest.mark.parametrize("shell", shells(), ids=lambda shell: "-".join(shell))
-def test_remote_script_is_valid_posix_sh(shell: list[str]) -> None:
+def test_remote_script_and_loader_are_valid_posix_sh(shell: list[str]) -> None:
     commands: list[str | list[str]] = [
         [sys.executable, "-c", PRINT_CWD_AND_ARGS, *HOSTILE_WORDS],
         ["agent"],
@@ -194,11 +220,12 @@ def test_remote_script_is_valid_posix_sh(shell: list[str]) -> None:
     ]
     for workspace in ["/srv/ws", "/" + HOSTILE_DIR]:
         for command in commands:
-            for env_bytes in (0, 64, 4096):
-                script = remote_script(workspace, command, env_bytes, kill_grace_s=2)
-                done = subprocess.run([*shell, "-n", "-c", script], capture_output=True, timeout=RUN_TIMEOUT_S)
-                assert done.returncode == 0, (workspace, command, env_bytes, done.stderr)
-                assert done.stdout == b"", done.stdout
+            for env in ({}, ENV_VALUES):
+                script = remote_script(workspace, command, env, kill_grace_s=2, ready_marker="m-1")
+                for text in (script, stdin_prefix(script).decode().split("\n")[0], BOOTSTRAP):
+                    done = subprocess.run([*shell, "-n", "-c", text], capture_output=True, timeout=RUN_TIMEOUT_S)
+                    assert done.returncode == 0, (workspace, command, env, done.stderr)
+                    assert done.stdout == b"", done.stdout
 
 
 # -- remote_script, run locally -----------------------------------------------------------------
@@ -254,40 +281,29 @@ def _cases(root: Path) -> dict[str, Case]:
     missing = root / "missing -dir 'q' \"dq\" $x; y"
     a_file = root / "plain-file"
     a_file.write_text("not a directory\n")
-    preamble = env_preamble(ENV_VALUES)
     py = sys.executable
 
-    def sh(script: str, stdin: bytes = b"", shell: str = "sh") -> Case:
-        return Case((shell, "-c", script), stdin)
+    def sh(script: str, stdin: bytes = b"", shell: str = "sh", prefix: bytes | None = None) -> Case:
+        """The script as the host runs it: ``sh -c BOOTSTRAP``, the prefix then ``stdin`` on stdin."""
+        return Case((*shell.split(), "-c", BOOTSTRAP), (stdin_prefix(script) if prefix is None else prefix) + stdin)
 
     hostile_command = [py, "-c", PRINT_CWD_AND_ARGS, *HOSTILE_WORDS]
     hostile_script = remote_script(str(hostile), hostile_command, token="tokhostile")
-    # Every script running at once needs its own session token: a finished script's cleanup kills
-    # whatever carries its token (in real use tokens are random).
-    via_ssh = ssh_argv(
-        "ssh",
-        Destination("build"),
-        SshSettings(),
-        remote_script(str(hostile), hostile_command, token="tokhostilelogin"),
-        config="/c",
-    )
-    env_script = remote_script(str(hostile), [py, "-c", PRINT_ENV_AND_STDIN], len(preamble), token="tokenv")
+    env_script = remote_script(str(hostile), [py, "-c", PRINT_ENV_AND_STDIN], ENV_VALUES, token="tokenv")
+    env_prefix = stdin_prefix(env_script)
+    after_loader = env_prefix.index(b"\n") + 1
     cases = {
         "hostile": sh(hostile_script),
-        "hostile_via_login_shell": sh(via_ssh[-1]),
         "missing_string": sh(remote_script(str(missing), f"touch {shlex.quote(str(root / 'ran-string'))}")),
         "missing_list": sh(remote_script(str(missing), [py, "-c", f"open({str(root / 'ran-list')!r}, 'w')"])),
-        "missing_with_env": sh(
-            remote_script(str(missing), f"touch {shlex.quote(str(root / 'ran-env'))}", len(preamble)), preamble
-        ),
         "file_workspace": sh(remote_script(str(a_file), f"touch {shlex.quote(str(root / 'ran-file'))}")),
         "fragment": sh(remote_script(str(hostile), "echo a && echo b")),
         "fragment_pipeline": sh(remote_script(str(root), "printf '%s\\n' one two three | sort -r; echo \"$PWD\"")),
-        "env": sh(env_script, preamble + STDIN_REST),
-        "env_cat": sh(remote_script(str(root), "cat", len(preamble)), preamble + STDIN_REST),
-        "env_cut_in_name": sh(env_script, preamble[:5]),
-        "env_empty_stdin": sh(env_script, b""),
-        "env_cut_before_complete": sh(env_script, preamble[: preamble.index(b"; _RA_COMPLETE")]),
+        "env": sh(env_script, STDIN_REST),
+        "env_cat": sh(remote_script(str(root), "cat", ENV_VALUES), STDIN_REST),
+        "cut_after_loader": sh(env_script, prefix=env_prefix[:after_loader]),
+        "cut_in_data": sh(env_script, prefix=env_prefix[: env_prefix.index(b"_ra_data='") + 40]),
+        "cut_before_end": sh(env_script, prefix=env_prefix[: env_prefix.rindex(END_MARK.encode())]),
         "exit_7": sh(remote_script(str(root), "exit 7")),
         "exit_7_list": sh(remote_script(str(root), [py, "-c", "raise SystemExit(7)"])),
         "not_found": sh(remote_script(str(root), ["remote-acp-no-such-program-xyz", "--acp"])),
@@ -295,11 +311,40 @@ def _cases(root: Path) -> dict[str, Case]:
         "killed_15": sh(remote_script(str(root), ["sh", "-c", "kill -TERM $$"])),
         "placeholders": sh(remote_script(str(root), ["printf", "%s\\n", *PLACEHOLDER_WORDS], token="tokph")),
         "backslash_workspace": sh(remote_script(str(root / "no\\cwhere"), "true")),
+        "ready_go": sh(
+            remote_script(str(root), [py, "-c", PRINT_ENV_AND_STDIN], token="tokgo", ready_marker="m-go"),
+            b"go\n" + STDIN_REST,
+        ),
+        "ready_no_go": sh(
+            remote_script(
+                str(root), f"touch {shlex.quote(str(root / 'ran-nogo'))}", token="toknogo", ready_marker="m-n"
+            )
+        ),
+        "ready_wrong_go": sh(
+            remote_script(str(root), f"touch {shlex.quote(str(root / 'ran-wronggo'))}", ready_marker="m-w"),
+            b"initialize\n",
+        ),
+        "no_tool": Case(
+            ("env", f"PATH={root / 'empty-bin'}", "/bin/sh", "-c", BOOTSTRAP),
+            stdin_prefix(
+                remote_script(
+                    str(root), f"touch {shlex.quote(str(root / 'ran-notool'))}", tool_path=str(root / "empty-bin")
+                )
+            ),
+        ),
+        "trimmed_path": Case(
+            ("env", f"PATH={root / 'empty-bin'}", "/bin/sh", "-c", BOOTSTRAP),
+            stdin_prefix(remote_script(str(root), 'printf "%s" "$PATH"', token="tokpath")),
+        ),
     }
-    if shutil.which("dash"):
-        # Cut inside a quoted value: dash treats the syntax error in `eval` as fatal to the shell.
-        cut = preamble.index(b"QUOTED='") + len(b"QUOTED='it")
-        cases["env_cut_in_quote_dash"] = sh(env_script, preamble[:cut], shell="dash")
+    (root / "empty-bin").mkdir()
+    for shell in LOGIN_SHELLS:
+        if shutil.which(shell.split()[0]):
+            # The login shell runs the fixed line; hostile data travels on stdin.
+            cases[f"login_{shell}"] = Case(
+                (*shell.split(), "-c", login_line()),
+                stdin_prefix(remote_script(str(hostile), hostile_command, token=f"toklogin{shell.split()[-1]}")),
+            )
     return cases
 
 
@@ -333,8 +378,11 @@ def test_hostile_workspace_and_words_arrive_intact(runs: Runs) -> None:
     assert not (runs.root / HOSTILE_DIR / "pwned").exists()
 
 
-def test_hostile_script_survives_the_remote_login_shell(runs: Runs) -> None:
-    assert runs["hostile_via_login_shell"] == runs["hostile"]
+@pytest.mark.parametrize("shell", LOGIN_SHELLS)
+def test_hostile_data_survives_every_login_shell(runs: Runs, shell: str) -> None:
+    if f"login_{shell}" not in runs.results:
+        pytest.skip(f"{shell} is not installed")
+    assert runs[f"login_{shell}"] == runs["hostile"]
 
 
 @pytest.mark.parametrize(("case", "ran_marker"), [("missing_string", "ran-string"), ("missing_list", "ran-list")])
@@ -345,14 +393,6 @@ def test_missing_workspace_exits_97_and_never_runs_the_command(runs: Runs, case:
     assert ran.out == b""
     assert ran.err == f"{WORKSPACE_MARK} {missing}\n"
     assert not (runs.root / ran_marker).exists()
-
-
-def test_missing_workspace_exits_97_before_reading_the_environment(runs: Runs) -> None:
-    ran = runs["missing_with_env"]
-    assert ran.code == 97
-    assert ran.err.startswith(WORKSPACE_MARK)
-    assert ENV_MESSAGE not in ran.err
-    assert not (runs.root / "ran-env").exists()
 
 
 def test_workspace_that_is_a_file_exits_97(runs: Runs) -> None:
@@ -381,31 +421,46 @@ def test_environment_is_imported_and_the_rest_of_stdin_reaches_the_command(runs:
     assert {name: seen["env"].get(name) for name in ENV_VALUES} == ENV_VALUES
     assert bytes.fromhex(seen["stdin"]) == STDIN_REST
     assert seen["env"]["_RA_SESSION"] == "tokenv."
-    assert "_RA_ENV" not in seen["env"]
-    assert "_RA_COMPLETE" not in seen["env"]
+    assert not [name for name in seen["env"] if name.lower().startswith("_ra_") and name != "_RA_SESSION"]
 
 
-def test_environment_preamble_then_cat_passes_stdin_through_byte_for_byte(runs: Runs) -> None:
+def test_environment_then_cat_passes_stdin_through_byte_for_byte(runs: Runs) -> None:
     assert runs["env_cat"] == Ran(0, STDIN_REST, "")
 
 
-@pytest.mark.parametrize("case", ["env_cut_in_name", "env_empty_stdin", "env_cut_before_complete"])
-def test_cut_short_preamble_exits_98_with_a_clear_message(runs: Runs, case: str) -> None:
+@pytest.mark.parametrize("case", ["cut_after_loader", "cut_in_data", "cut_before_end"])
+def test_a_prefix_cut_short_exits_98_with_a_clear_message_and_runs_nothing(runs: Runs, case: str) -> None:
     ran = runs[case]
     assert ran.code == 98
     assert ran.out == b""
-    assert ran.err.rstrip("\n").endswith(ENV_MESSAGE)
-    for value in ENV_VALUES.values():  # a value never echoed back in the message
-        if len(value) > 3:
-            assert value not in ran.err
+    assert ran.err == f"{ENV_MESSAGE}\n"
 
 
-def test_preamble_cut_inside_a_quote_exits_98_under_dash(runs: Runs) -> None:
-    if "env_cut_in_quote_dash" not in runs.results:
-        pytest.skip("dash is not installed")
-    ran = runs["env_cut_in_quote_dash"]
-    assert ran.code == 98
-    assert ENV_MESSAGE in ran.err
+def test_the_go_ahead_is_read_before_the_agent_and_not_passed_on(runs: Runs) -> None:
+    ran = runs["ready_go"]
+    assert (ran.code, ran.err) == (0, "")
+    marker, rest = ran.out.split(b"\n", 1)
+    assert marker == b"m-go"
+    assert bytes.fromhex(json.loads(rest)["stdin"]) == STDIN_REST
+
+
+@pytest.mark.parametrize(("case", "ran_marker"), [("ready_no_go", "ran-nogo"), ("ready_wrong_go", "ran-wronggo")])
+def test_without_the_go_ahead_nothing_starts(runs: Runs, case: str, ran_marker: str) -> None:
+    ran = runs[case]
+    assert ran.code == 95
+    assert ran.err == "remote-acp: no go-ahead after the ready marker; nothing was started\n"
+    assert not (runs.root / ran_marker).exists()
+
+
+def test_a_missing_supervisor_tool_is_named_before_anything_starts(runs: Runs) -> None:
+    ran = runs["no_tool"]
+    assert (ran.code, ran.out) == (96, b"")
+    assert ran.err == f"{TOOL_MARK} awk\n"
+    assert not (runs.root / "ran-notool").exists()
+
+
+def test_the_supervisor_finds_its_tools_but_the_agent_keeps_the_login_path(runs: Runs) -> None:
+    assert runs["trimmed_path"] == Ran(0, str(runs.root / "empty-bin").encode(), "")
 
 
 @pytest.mark.parametrize("case", ["exit_7", "exit_7_list"])

@@ -9,7 +9,6 @@ import pytest
 
 from remote_acp.targets.ssh import (
     SshSettings,
-    env_preamble,
     remote_script,
 )
 from tests.support.ssh_build import (
@@ -148,7 +147,7 @@ def test_ifs_or_ppid_from_the_environment_would_break_the_supervisor() -> None:
     probe = 'set -- $(echo "1 2 3"); echo "$# $PPID"'
     plain = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert plain.stdout.split()[0] == "3"
-    preamble = env_preamble({"IFS": ",", "PPID": "1"}).decode()
+    preamble = "export IFS=, PPID=1; "  # what carrying them would do ahead of the supervisor
     spoiled = subprocess.run(
         ["dash" if shutil.which("dash") else "sh", "-c", f"{preamble}{probe}"],
         capture_output=True,

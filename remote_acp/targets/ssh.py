@@ -1,28 +1,40 @@
 """The SSH launch target: the agent runs on a build host, through the local ``ssh`` binary.
 
 One ``ssh`` process carries the whole session. Everything about how it is built is a pure
-function of its inputs (:func:`parse_destination`, :func:`remote_script`, :func:`ssh_argv`,
-:func:`env_preamble`), tested as data. The remote rules live here and nowhere else: a remote
-launch delivers no tool servers and makes no measurement claim (:attr:`SshTarget.remote`), and
-ssh's exit statuses are read by :meth:`SshTarget.exit_error`.
+function of its inputs (:func:`parse_destination`, :func:`remote_script`, :func:`stdin_prefix`,
+:func:`ssh_argv`, :func:`ready_timeout_ms`), tested as data. The remote rules live here and
+nowhere else: a remote launch delivers no tool servers and makes no measurement claim
+(:attr:`SshTarget.remote`), and ssh's exit statuses are read by :meth:`SshTarget.exit_error`.
 
-Theory of operation on the far side: the user's login shell runs ``sh -c SCRIPT``. The script
-enters the workspace (a failing ``cd`` exits with its own status and message, and can never
-run the command), imports the environment carried on stdin, then starts the agent in the
-background with the session's stdin and supervises it: a watchdog notices when the connection
-is gone (the shell's parent, the per-connection sshd, exits) and kills the agent's whole tree,
-children that left its process group included, escalating from SIGTERM to SIGKILL. A plain
-``ssh -T`` leaves such an agent running forever; ``-tt`` would corrupt the protocol.
+Theory of operation on the far side (:mod:`remote_acp.targets.ssh_script` has the details): the
+user's login shell, whichever it is, gets a fixed line with no data in it, which starts
+``sh -c`` on :data:`~remote_acp.targets.ssh_script.BOOTSTRAP`; that reads the script from stdin,
+ahead of the protocol, with the workspace, the command and the carried environment encoded in it
+so that no shell reads them as code. The script enters the workspace (a failing ``cd`` exits
+with its own status and message, and can never run the command), imports the environment, checks
+the supervisor's tools, prints a per-session ready marker and waits for the client's go-ahead
+line: nothing but that prefix is sent before the marker (so a login script that reads stdin or
+prints cannot eat or garble the protocol, and a login that takes longer than
+:func:`ready_timeout_ms` ends the session with a message naming the likely cause), and an agent
+is never started for a session the client gave up. Then it starts the agent in the background
+with the session's stdin and supervises it: a watchdog notices when the connection is gone (the
+shell's parent, the per-connection sshd, exits) and kills the agent's whole tree, children that
+left its process group included, escalating from SIGTERM to SIGKILL. A plain ``ssh -T`` leaves
+such an agent running forever; ``-tt`` would corrupt the protocol.
 
-What the host needs: a POSIX ``sh`` with ``kill``, ``sleep``, ``awk``, ``grep``, ``sed`` and
-``cat``, and ``dd`` when environment variables are carried. On Linux the supervisor needs no
-``ps`` (BusyBox's, which lacks ``-p``, would do anyway): it reads the shell's parent from
+What the host needs: ``/bin/sh`` (POSIX) with the builtins ``read``, ``printf``, ``eval`` and
+``kill``; and ``awk``, ``grep``, ``sed``, ``cat`` and ``sleep`` for the supervisor, looked for
+on the login's PATH and then in the usual directories
+(:data:`~remote_acp.targets.ssh_script.TOOL_FALLBACK_PATH`), for the supervisor only: the agent
+gets the PATH the login (and the carried environment) gave it. A host without one fails the
+start before the agent runs, naming the tool. On Linux the supervisor needs no ``ps``
+(BusyBox's, which lacks ``-p``, would do anyway): it reads the shell's parent from
 ``/proc/$$/stat``, the agent's tree from ``/proc/*/stat``, and finds the processes carrying the
 session's token in ``/proc/*/environ``, which catches descendants that left the agent's tree (a
 daemon reparented to init). A host without ``/proc`` needs a ``ps`` that knows
-``-e -o pid= -o ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is found through
-parent links alone. Either way a descendant that both cleared its environment and lost its
-parent chain to the agent is out of reach.
+``-e -o pid= -o ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is found through parent links alone.
+Either way a descendant that both cleared its environment and lost its parent chain to the agent
+is out of reach.
 
 Connection sharing: none. A session's ssh never uses a ControlMaster the user's configuration
 sets up, and never becomes one: ``-o ControlMaster=no -o ControlPath=none`` on the command line,
@@ -51,6 +63,7 @@ user cache directory of ``remote-acp``).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
@@ -69,9 +82,10 @@ from .ssh_config import (
 )
 from .ssh_errors import ssh_exit_error
 from .ssh_script import (
+    BOOTSTRAP,
     check_count,
-    env_preamble,
     remote_script,
+    stdin_prefix,
     validate_env_names,
 )
 from .start_slots import start_slot
@@ -87,11 +101,12 @@ __all__ = [
     "HostKeyPolicy",
     "SshSettings",
     "SshTarget",
-    "env_preamble",
     "fallback_config_text",
     "parse_destination",
+    "ready_timeout_ms",
     "remote_script",
     "ssh_argv",
+    "stdin_prefix",
 ]
 
 log = get_logger("remote_acp.targets.ssh")
@@ -106,6 +121,21 @@ _NUMERIC_SETTINGS: Final = (
     "max_concurrent_starts",
 )
 _POLICIES: Final = ("accept-new", "yes", "no")
+LOGIN_ALLOWANCE_MS: Final = 5_000
+"""How long the login (sshd's session set-up, the login shell and its dotfiles, reading the
+script) may take after the connection: see :func:`ready_timeout_ms`."""
+READY_REPLY: Final = b"go\n"
+"""The go-ahead the client writes once it saw the ready marker; the script reads it before the
+agent starts."""
+
+
+def ready_timeout_ms(settings: SshSettings) -> int:
+    """How long a session may take from starting ssh until the remote side says it is ready
+    (the marker line): the connect timeout, which bounds the connection's set-up, plus
+    :data:`LOGIN_ALLOWANCE_MS` for the login. A login past it (a hung home directory, a dotfile
+    that sleeps or reads stdin) ends the start with ``response_timeout``, and since the script
+    waits for the go-ahead, the agent never starts afterwards."""
+    return settings.connect_timeout_s * 1000 + LOGIN_ALLOWANCE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,16 +273,22 @@ class SshTarget:
                     ErrorKind.AGENT_NOT_FOUND, f"ssh_pass_env names {name}, which is not set in the environment"
                 )
             carried[name] = environ[name]
-        preamble = env_preamble(carried) if carried else b""
-        script = remote_script(workspace, command, len(preamble), kill_grace_s=self.settings.kill_grace_s)
+        marker = f"remote-acp-ready-{secrets.token_hex(8)}"
+        script = remote_script(
+            workspace, command, carried, kill_grace_s=self.settings.kill_grace_s, ready_marker=marker
+        )
         config = await self._ssh_config(ssh, destination, environ)
         return LaunchSpec(
-            argv=ssh_argv(ssh, destination, self.settings, script, config=config),
+            # The login shell sees a fixed line; the script and every datum go on stdin.
+            argv=ssh_argv(ssh, destination, self.settings, BOOTSTRAP, config=config),
             env=environ,
             cwd=None,
             target=destination.label,
             remote=True,
-            stdin_prefix=preamble,
+            stdin_prefix=stdin_prefix(script),
+            ready_marker=marker.encode(),
+            ready_reply=READY_REPLY,
+            ready_timeout_ms=ready_timeout_ms(self.settings),
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
             secrets=tuple(

@@ -1,7 +1,34 @@
-"""The script the remote shell runs for a session: enter the workspace, import the carried
-environment, start the agent and supervise it. Pure text, built by :func:`remote_script`.
+"""The remote side of a session: what the login shell is given, and what travels on stdin.
 
-See :mod:`remote_acp.targets.ssh` for the theory of operation and what the host needs.
+The user's login shell (sh, bash, zsh, ksh, ash, fish, csh, tcsh...) gets one fixed line,
+:data:`BOOTSTRAP` under ``sh -c``, with no data in it: no quote that shells read differently, no
+backslash (fish reads ``\\'`` and ``\\\\`` inside single quotes), no ``!`` (csh history), no
+newline (csh refuses one inside quotes), and its one ``$`` inside single quotes, where no shell
+expands it. That line has ``/bin/sh`` read one line from stdin and evaluate it: the *loader*
+(:func:`stdin_prefix`), which reads the script a known number of lines at a time with the
+``read`` builtin (it never reads ahead, unlike a shell reading a script from a pipe: dash and
+BusyBox read in blocks) and runs it only when its last line, the end mark, arrived. So the
+script and every byte of data reach ``/bin/sh`` and nothing else, whatever the login shell.
+
+The data (workspace, command words or fragment, carried environment) sit in the script as one
+line, ``_ra_data='...'``, of octal escapes (``\\0ooo``, decoded by ``printf %b``) and harmless
+characters (letters, digits, ``/._,:+=@%-``). Decoded, it is a POSIX sh snippet of assignments
+quoted by :func:`shlex.quote`. No line of the prefix means anything but an assignment to a
+shell, whichever shell reads it and from wherever it starts reading: a dotfile that reads some of
+stdin can make the session fail, never run a word of the data.
+
+The script, in order: decode the data; enter the workspace with ``cd --`` (a failure exits
+:data:`EXIT_NO_WORKSPACE` with :data:`WORKSPACE_MARK`, and never runs the command); export the
+carried environment; find the supervisor's tools (:data:`SUPERVISOR_TOOLS`), on the login's PATH
+and else in :data:`TOOL_FALLBACK_PATH`, for the supervisor's own use only (the agent gets the
+PATH the login and the carried environment gave it); a tool found nowhere exits
+:data:`EXIT_NO_TOOL` with :data:`TOOL_MARK` and its name. Then, with a ready marker, it prints
+the marker line and reads one line, the go-ahead, from stdin: the client sends it only once it
+saw the marker, so a session given up before (a login that hung past the bound) reads end of
+file there and starts nothing (:data:`EXIT_NO_GO`). Then it starts the agent and supervises it.
+
+See :mod:`remote_acp.targets.ssh` for the theory of operation of the supervisor and what the
+host needs.
 """
 
 from __future__ import annotations
@@ -17,23 +44,48 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "BOOTSTRAP",
+    "END_MARK",
+    "EXIT_INCOMPLETE",
     "EXIT_NO_ENVIRONMENT",
+    "EXIT_NO_GO",
+    "EXIT_NO_TOOL",
     "EXIT_NO_WORKSPACE",
+    "INCOMPLETE_MARK",
     "SIGNAL_MARK",
+    "SUPERVISOR_TOOLS",
+    "TOOL_FALLBACK_PATH",
+    "TOOL_MARK",
     "WORKSPACE_MARK",
     "check_count",
-    "env_preamble",
+    "data_line",
     "remote_script",
+    "stdin_prefix",
     "validate_env_names",
 ]
 
+BOOTSTRAP: Final = 'IFS= read -r l && eval "$l"'
+"""What ``/bin/sh -c`` runs on the host: read the loader line from stdin and run it. Fixed."""
+EXIT_NO_GO: Final = 95
+EXIT_NO_TOOL: Final = 96
 EXIT_NO_WORKSPACE: Final = 97
-EXIT_NO_ENVIRONMENT: Final = 98
+EXIT_INCOMPLETE: Final = 98
+EXIT_NO_ENVIRONMENT: Final = EXIT_INCOMPLETE  # the environment travels in the session data
 WORKSPACE_MARK: Final = "remote-acp: workspace unavailable:"
 SIGNAL_MARK: Final = "remote-acp: the agent was killed by signal"
+TOOL_MARK: Final = "remote-acp: this host lacks a tool the session's supervisor needs:"
+INCOMPLETE_MARK: Final = "remote-acp: the session script sent on stdin did not arrive whole"
+NO_GO_MARK: Final = "remote-acp: no go-ahead after the ready marker; nothing was started"
+END_MARK: Final = "# remote-acp end"
+SUPERVISOR_TOOLS: Final = ("awk", "grep", "sed", "cat", "sleep")
+"""What the supervisor runs besides builtins (and ``ps``, ``tr`` on a host without ``/proc``)."""
+TOOL_FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+"""Where the supervisor looks for its tools after the login's PATH."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_PREFIX = "_RA_"  # any case: the supervisor's own variables are _ra_*
-_PREAMBLE_BLOCK = 64  # pad the env preamble so its length on argv says little about the values
+# Kept as they are in the data line: none of them quotes, separates, expands or escapes in any
+# shell, so no run of them, cut anywhere, is more than one word.
+_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._,:+=@%-")
 # Names the remote shell needs for itself: IFS splits the supervisor's words; PPID is how the
 # watchdog knows the connection (dash lets it be assigned); bash refuses to assign its read-only
 # ones (the import would fail); FUNCNEST, GLOBIGNORE and EXECIGNORE break the supervisor's
@@ -67,16 +119,26 @@ def validate_env_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def env_preamble(values: Mapping[str, str]) -> bytes:
-    """The bytes sent on stdin ahead of the protocol: shell assignments the remote side evaluates.
+def _q(text: str) -> str:
+    return shlex.quote(text)
 
-    A value that is not valid UTF-8 (a str holding surrogate escapes, as ``os.environ`` gives for
-    undecodable bytes) travels as its original bytes.
+
+def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The script's one data line: ``_ra_data='...'``, the session's data as a POSIX sh snippet
+    of assignments, encoded so that no shell reads anything in it (see the module docstring).
+
+    A str holding surrogate escapes (as ``os.environ`` gives for undecodable bytes) travels as its
+    original bytes.
     """
-    exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in values.items())
-    body = (f"export {exports}; _RA_COMPLETE=1" if exports else "_RA_COMPLETE=1").encode("utf-8", "surrogateescape")
-    padding = -(len(body) + 1) % _PREAMBLE_BLOCK
-    return body + b" " * padding + b"\n"
+    lines = [f"_ra_ws={_q(workspace)}"]
+    if isinstance(command, str):
+        lines += [f"_ra_cmd={_q(command.strip())}", "_ra_list="]
+    else:
+        lines += [f"set -- {shlex.join(command_argv(list(command)))}", "_ra_cmd=", "_ra_list=1"]
+    exports = " ".join(f"{name}={_q(value)}" for name, value in (env or {}).items())
+    lines += [f"_ra_env={_q('export ' + exports) if exports else ''}", "_ra_complete=1"]
+    raw = "\n".join(lines).encode("utf-8", "surrogateescape")
+    return "_ra_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
 
 
 # The supervisor: POSIX sh, with awk, grep, sed and /proc on Linux (ps elsewhere). A watchdog
@@ -148,7 +210,9 @@ _ra_stat "$_ra_shell"
 _ra_parent=${_ra_pp:-$PPID}
 exec 3<&0
 { export _RA_SESSION=__TOKEN__.
-__COMMAND__
+  if [ -n "$_ra_had_path" ]; then PATH=$_ra_path; else unset PATH; fi
+  if [ -n "$_ra_list" ]; then exec "$@"; fi
+  eval "$_ra_cmd"
 } <&3 3<&- &
 _ra_agent=$!
 exec 3<&- 0</dev/null
@@ -178,53 +242,90 @@ exit "$_ra_rc"
 def remote_script(
     workspace: str,
     command: str | Sequence[str],
-    env_bytes: int = 0,
+    env: Mapping[str, str] | None = None,
     *,
     kill_grace_s: int = 3,
     token: str | None = None,
+    ready_marker: str | None = None,
+    tool_path: str = TOOL_FALLBACK_PATH,
 ) -> str:
-    """The script the remote ``sh`` runs: enter the workspace, import the environment, supervise.
+    """The script ``/bin/sh`` runs on the host (see the module docstring); it travels on stdin
+    (:func:`stdin_prefix`), and holds the data (:func:`data_line`).
 
-    A string command is a shell fragment the operator owns and goes verbatim; a list is quoted
-    word by word. The workspace is single-quoted and entered with ``cd --``; when that fails the
-    script exits :data:`EXIT_NO_WORKSPACE` with a marked message, and never runs the command.
-    ``token`` (random by default; letters and digits) marks the agent's environment, so descendants
-    that left its process group and lost their parent are still found (through ``/proc`` where it
+    A string command is a shell fragment the operator owns, run by ``/bin/sh`` (``eval``); a list
+    is run word by word (``exec "$@"``). ``env``: the variables carried to the agent. ``token``
+    (random by default; letters and digits) marks the agent's environment, so descendants that
+    left its process group and lost their parent are still found (through ``/proc`` where it
     exists). Scripts running at the same time on one host need distinct tokens: a finished
-    script's cleanup kills whatever carries its token.
+    script's cleanup kills whatever carries its token. ``ready_marker``: printed on a line of its
+    own once the script is ready, after which one line (``go``) is read before the agent starts;
+    ``None``: neither. ``tool_path``: where the supervisor's tools are looked for after the
+    login's PATH.
 
-    :raises ValueError: for a ``kill_grace_s`` that is not an integer of at least 1, or a token
-        that is not made of ASCII letters and digits.
+    :raises ValueError: for a ``kill_grace_s`` that is not an integer of at least 1, a token or
+        marker that is not made of ASCII letters, digits and ``-``, or a tool path with a quote or
+        a line break.
     """
     check_count("kill_grace_s", kill_grace_s)
     if token is not None and not (token.isascii() and token.isalnum()):
         raise ValueError("the session token must be ASCII letters and digits")
-    if isinstance(command, str):
-        fragment = command.strip()
-    else:
-        # exec: the agent itself is the supervised child, whichever sh runs the script (bash would
-        # otherwise keep a subshell in between, which dies at the first SIGTERM).
-        fragment = "exec " + shlex.join(command_argv(list(command)))
-    where = shlex.quote(workspace)
+    if ready_marker is not None and not (
+        ready_marker and ready_marker.replace("-", "").isalnum() and ready_marker.isascii()
+    ):
+        raise ValueError("the ready marker must be ASCII letters, digits and dashes")
+    if any(c in tool_path for c in "'\\\n"):
+        raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
+    incomplete = f"{{ printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; }}"
     lines = [
-        f"cd -- {where} 2>/dev/null || {{ printf '%s\\n' {shlex.quote(f'{WORKSPACE_MARK} {workspace}')} >&2; "
+        "# remote-acp session script",
+        data_line(workspace, command, env),
+        f'_ra_d=$(printf \'%b.\' "$_ra_data") && eval "${{_ra_d%.}}" && [ "${{_ra_complete-}}" = 1 ] || {incomplete}',
+        "unset _ra_data _ra_d _ra_complete",
+        f'cd -- "$_ra_ws" 2>/dev/null || {{ printf \'%s %s\\n\' {_q(WORKSPACE_MARK)} "$_ra_ws" >&2; '
         f"exit {EXIT_NO_WORKSPACE}; }}",
+        f'if [ -n "$_ra_env" ]; then eval "$_ra_env" || {incomplete}; fi',
+        # The agent's PATH is the login's (and the carried one); the supervisor's own lookups
+        # fall back to the usual places, so a PATH a dotfile trimmed cannot leave it toolless.
+        "_ra_had_path=${PATH+1} _ra_path=${PATH-}",
+        f"PATH=${{PATH:+$PATH:}}{_q(tool_path)}",
+        f"_ra_tools='{' '.join(SUPERVISOR_TOOLS)}'",
+        '[ -r "/proc/$$/stat" ] || _ra_tools="$_ra_tools ps tr"',
+        "for _ra_t in $_ra_tools; do",
+        '  command -v "$_ra_t" >/dev/null 2>&1 || '
+        f"{{ printf '%s %s\\n' {_q(TOOL_MARK)} \"$_ra_t\" >&2; exit {EXIT_NO_TOOL}; }}",
+        "done",
     ]
-    if env_bytes:
+    if ready_marker is not None:
         lines += [
-            "command -v dd >/dev/null 2>&1 || { echo 'remote-acp: dd is required on this host to receive "
-            f"environment variables' >&2; exit {EXIT_NO_ENVIRONMENT}; }}",
-            f"_RA_ENV=$(dd bs=1 count={env_bytes} 2>/dev/null) "
-            '&& command eval "$_RA_ENV" && [ "${_RA_COMPLETE-}" = 1 ] '
-            "|| { echo 'remote-acp: the environment sent on stdin did not arrive whole' >&2; "
-            f"exit {EXIT_NO_ENVIRONMENT}; }}",
-            "unset _RA_ENV _RA_COMPLETE",
+            f"printf '%s\\n' {ready_marker}",
+            'IFS= read -r _ra_go && [ "$_ra_go" = go ] || '
+            f"{{ printf '%s\\n' {_q(NO_GO_MARK)} >&2; exit {EXIT_NO_GO}; }}",
         ]
-    # The command goes in last, so placeholder-like words in it are never rewritten.
     supervise = (
         _SUPERVISE.replace("__GRACE__", str(kill_grace_s))
         .replace("__SIGNAL_MARK__", SIGNAL_MARK)
         .replace("__TOKEN__", token or secrets.token_hex(8))
-        .replace("__COMMAND__", fragment)
     )
-    return "\n".join(lines) + supervise
+    return "\n".join(lines) + supervise + END_MARK + "\n"
+
+
+def stdin_prefix(script: str) -> bytes:
+    """What goes on stdin ahead of the protocol: the loader line, then ``script`` (which must end
+    with :data:`END_MARK` and a newline, as :func:`remote_script`'s does).
+
+    The loader reads exactly the script's lines with ``read`` (byte by byte from a pipe, in every
+    sh), and runs them only when the last one is the end mark; anything else (stdin ended early,
+    a dotfile ate some of it) exits :data:`EXIT_INCOMPLETE` with :data:`INCOMPLETE_MARK`, or waits
+    for lines that never come, until the ready bound ends the session.
+    """
+    if not script.endswith(END_MARK + "\n"):
+        raise ValueError("the script must end with the end mark")
+    count = script.count("\n")
+    loader = (
+        "_ra_nl=$(printf '\\n.'); _ra_nl=${_ra_nl%.}; _ra_s=; _ra_l=; _ra_n=0; "
+        f'while [ "$_ra_n" -lt {count} ] && IFS= read -r _ra_l; do _ra_s=$_ra_s$_ra_l$_ra_nl; '
+        "_ra_n=$((_ra_n + 1)); done; "
+        f'if [ "$_ra_n" -eq {count} ] && [ "$_ra_l" = {_q(END_MARK)} ]; then unset _ra_l _ra_n _ra_nl; eval "$_ra_s"; '
+        f"else printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; fi"
+    )
+    return (loader + "\n" + script).encode("ascii")
