@@ -322,3 +322,26 @@ async def test_the_installed_ssh_is_probed_for_real(installed_ssh: tuple[str, tu
 @pytest.mark.parametrize(("connect_s", "bound_ms"), [(1, 6_000), (3, 8_000), (5, 10_000), (10, 20_000), (60, 120_000)])
 def test_ready_bound_is_the_connect_timeout_and_a_login_margin(connect_s: int, bound_ms: int) -> None:
     assert ready_bound_ms(SshSettings(connect_timeout_s=connect_s)) == bound_ms
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "setting"),
+    [
+        ("--ssh-max-concurrent-starts", "max_concurrent_starts"),
+        ("--connect-timeout", "connect_timeout_s"),
+        ("--server-alive-count-max", "server_alive_count_max"),
+    ],
+)
+def test_the_ssh_flags_reach_the_settings(flag: str, setting: str) -> None:
+    from click.testing import CliRunner
+
+    from remote_acp.cli.main import cli as command
+
+    # SshSettings refuses 0 by the setting's name: the flag reached it.
+    args = ["run", "--agent", "a", "--host", "build", "--workspace", "/tmp", flag, "0", "hi"]
+    result = CliRunner().invoke(command, args)
+    assert result.exit_code == 2, result.output
+    assert f"{setting} must be at least 1" in result.output

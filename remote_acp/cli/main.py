@@ -108,6 +108,13 @@ def cli(log_level: str, log_format: str) -> None:
 @click.option("--server-alive-interval", type=int, default=15, show_default=True, help="ssh keepalive, seconds.")
 @click.option("--server-alive-count-max", type=int, default=3, show_default=True, help="Missed keepalives allowed.")
 @click.option(
+    "--ssh-max-concurrent-starts",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Sessions starting on one host at once in this process; more wait (sshd refuses past MaxStartups).",
+)
+@click.option(
     "--ssh-pass-env",
     "pass_env",
     multiple=True,
@@ -132,6 +139,7 @@ def run(
     connect_timeout: int,
     server_alive_interval: int,
     server_alive_count_max: int,
+    ssh_max_concurrent_starts: int,
     pass_env: tuple[str, ...],
     resume: str | None,
     show_replay: bool,
@@ -174,6 +182,7 @@ def run(
                 connect_timeout_s=connect_timeout,
                 server_alive_interval_s=server_alive_interval,
                 server_alive_count_max=server_alive_count_max,
+                max_concurrent_starts=ssh_max_concurrent_starts,
                 pass_env=pass_env,
             )
         except ValueError as exc:
