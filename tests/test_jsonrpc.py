@@ -21,6 +21,7 @@ from remote_acp.protocol.jsonrpc import (
     Response,
     RpcErrorBody,
     StrayResponse,
+    _loads,
     encode,
     nesting_exceeds,
 )
@@ -457,3 +458,32 @@ def test_answer_to_a_request_id_with_a_lone_surrogate_can_be_encoded() -> None:
     assert out.endswith(b"\n")
     assert out.count(b"\n") == 1
     assert json.loads(out)["id"] == "\ud800"
+
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(_ANY_JSON, st.sampled_from(["", " ", "\t", "\r", " \r "]), st.sampled_from(["", " ", "\r", "\t "]))
+def test_the_fast_parse_agrees_with_json_loads(value: Any, before: str, after: str) -> None:
+    raw = (before + json.dumps(value) + after).encode()
+    assert _loads(raw) == json.loads(raw)
+
+
+@given(st.binary(max_size=40))
+def test_the_fast_parse_refuses_what_json_loads_refuses(raw: bytes) -> None:
+    try:
+        expected = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        with pytest.raises(ValueError):
+            _loads(raw)
+    else:
+        assert _loads(raw) == expected
+
+
+def test_a_byte_order_mark_is_tolerated_as_json_loads_does() -> None:
+    raw = b'\xef\xbb\xbf{"jsonrpc":"2.0","method":"m"}'
+    assert _loads(raw) == json.loads(raw) == {"jsonrpc": "2.0", "method": "m"}
