@@ -11,6 +11,7 @@ import pytest
 from remote_acp.errors import ErrorKind, RemoteAcpError
 from remote_acp.targets.exit_status import ExitStatus
 from remote_acp.targets.ssh_errors import authenticated, ssh_exit_error, ssh_ready_error, ssh_reason
+from remote_acp.targets.ssh_script import INCOMPLETE_MARK, TOOL_MARK
 from tests.support.ssh_build import SIGNAL_MARK, WORKSPACE_MARK
 
 LOGIN = 'Authenticated to 10.0.0.5 ([10.0.0.5]:22) using "publickey".'
@@ -189,3 +190,18 @@ def test_no_ready_marker_after_the_login_is_a_login_that_hangs() -> None:
     assert error.kind is ErrorKind.RESPONSE_TIMEOUT and not error.retryable
     assert error.message.startswith("the login on build did not start the session's command within 8000 ms")
     assert "ForceCommand" in error.message and error.detail == "it printed: Welcome"
+
+
+def test_a_tool_missing_on_the_host_is_agent_not_found_and_named() -> None:
+    stderr = f"{LOGIN} | {TOOL_MARK} awk | {TRANSFER}"
+    error = read(96, stderr, agent_wrote=True, ready=True)
+    assert error is not None and error.kind is ErrorKind.AGENT_NOT_FOUND and not error.retryable
+    assert error.message.startswith("u@build:2222 lacks awk, which the session's supervisor needs")
+    assert read(96, f"{LOGIN} | the agent's own 96") is None
+
+
+def test_a_login_script_that_ate_the_session_script_is_permanent() -> None:
+    error = read(98, f"{LOGIN} | {INCOMPLETE_MARK} | {TRANSFER}")
+    assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert error.message.startswith("the session script sent to u@build:2222 on standard input did not arrive whole")
+    assert read(98, f"{LOGIN} | the agent's own 98") is None

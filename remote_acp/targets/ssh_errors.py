@@ -9,10 +9,11 @@ failed connection (before it) from a login that did not run the session's comman
 Permanent problems are not retryable (a retry meets the same refusal): a changed or unknown host
 key under a strict policy, refused authentication, an ssh_config ssh refuses, a ``RemoteCommand``
 conflict, a login shell that runs no command (``/bin/false``, ``nologin``), a restricted shell,
-a ``ForceCommand`` that is not ours, and an agent missing on the host (``agent_not_found``, as
-for a local launch). A refused or timed-out connection, a name that does not resolve and a lost
-connection stay ``port_exit`` and retryable. Every message quotes ssh's own reason; the masked
-standard-error tail is the detail.
+a ``ForceCommand`` that is not ours, a login script that reads the session script off stdin, and
+an agent or a supervisor tool missing on the host (``agent_not_found``, as for a local launch).
+A refused or timed-out connection, a name that does not resolve and a lost connection stay
+``port_exit`` and retryable. Every message quotes ssh's own reason, or leaves it to the detail:
+the masked standard-error tail.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from ..errors import ErrorKind, RemoteAcpError
-from .ssh_script import EXIT_NO_WORKSPACE, SIGNAL_MARK, WORKSPACE_MARK
+from .ssh_script import (
+    EXIT_INCOMPLETE,
+    EXIT_NO_TOOL,
+    EXIT_NO_WORKSPACE,
+    INCOMPLETE_MARK,
+    SIGNAL_MARK,
+    TOOL_MARK,
+    WORKSPACE_MARK,
+)
 
 if TYPE_CHECKING:
     from .exit_status import ExitStatus
@@ -78,6 +87,22 @@ def ssh_exit_error(
             ErrorKind.INVALID_WORKSPACE_CWD,
             f"the workspace does not exist on {label} or cannot be entered",
             detail=stderr,
+        )
+    if code == EXIT_NO_TOOL and TOOL_MARK in stderr:
+        tool = stderr.split(TOOL_MARK, 1)[1].split(" | ", 1)[0].strip()
+        return RemoteAcpError(
+            ErrorKind.AGENT_NOT_FOUND,
+            f"{label} lacks {tool}, which the session's supervisor needs: install it there; nothing was started",
+            detail=stderr,
+        )
+    if code == EXIT_INCOMPLETE and INCOMPLETE_MARK in stderr:
+        return RemoteAcpError(
+            ErrorKind.PORT_EXIT,
+            f"the session script sent to {label} on standard input did not arrive whole: a login script "
+            "(.bashrc, .profile, config.fish...) reads standard input; make it read nothing when standard "
+            "input is not a terminal",
+            detail=stderr,
+            retryable=False,
         )
     if code is not None and SIGNAL_MARK in stderr:
         return RemoteAcpError(
