@@ -74,9 +74,10 @@ class User:
     def makedirs(self, path: Path, mode: int = 0o755) -> Path:
         """Create ``path`` and any missing parents under the home, owned by the user."""
         missing = []
-        while path != self.home and not path.exists():
-            missing.append(path)
-            path = path.parent
+        at = path
+        while at != self.home and not at.exists():
+            missing.append(at)
+            at = at.parent
         for directory in reversed(missing):
             directory.mkdir(mode=mode)
             os.chown(directory, self.uid, self.gid)
@@ -167,11 +168,12 @@ def _uid_pids(uid: int) -> list[int]:
             status = Path(f"/proc/{entry}/status").read_text()
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("Uid:"):
-                if int(line.split()[1]) == uid or int(line.split()[2]) == uid:
-                    pids.append(int(entry))
-                break
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("State", "").split()[:1] in (["Z"], ["X"]):
+            continue  # dead already; its parent reaps it (init here may be slow to)
+        uids = fields.get("Uid", "").split()
+        if str(uid) in uids[:2]:
+            pids.append(int(entry))
     return pids
 
 
