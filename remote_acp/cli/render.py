@@ -34,7 +34,9 @@ class JsonRenderer:
         self._out = output.out
 
     async def event(self, event: Event) -> None:
-        await self._out.write((json_line(event.to_json()) + "\n").encode("ascii"))
+        data = (json_line(event.to_json()) + "\n").encode("ascii")
+        if not self._out.try_write(data):
+            await self._out.write(data)
 
     def result(self, obj: dict[str, Any]) -> None:
         """A ``turn_result`` or the ``run_result``: never dropped, written ahead of nothing."""
@@ -86,7 +88,9 @@ class HumanRenderer:
         if isinstance(event, Notification):
             if event.delta is not None:
                 self._text_open = True
-                await self._out.write(self._encode(event.delta))
+                data = self._encode(event.delta)
+                if not self._out.try_write(data):
+                    await self._out.write(data)
             elif self._text_open:
                 await self._end_text()  # the streamed message is complete
             else:

@@ -40,6 +40,8 @@ CLOSED_AT_START: Final[set[int]] = set()
 _BUFFER_BYTES: Final = 256 * 1024
 _POLL_MIN_S: Final = 0.001
 _POLL_MAX_S: Final = 0.02
+_COALESCE_BYTES: Final = 16 * 1024
+_COALESCE_S: Final = 0.002  # unnoticeable on a terminal, long enough to gather a burst
 _EXIT_IDLE_S: Final = 2.0
 
 
@@ -124,6 +126,17 @@ class OutputStream:
             if self._error is not None:
                 raise OutputError(self._error)
             self._append(data)
+
+    def try_write(self, data: bytes) -> bool:
+        """Append ``data`` if there is room now (the common case, without a coroutine); ``False``
+        when the caller must :meth:`write` and wait. Raises the thread's write error."""
+        with self._cond:
+            if self._error is not None:
+                raise OutputError(self._error)
+            if self._pending < _BUFFER_BYTES:
+                self._append(data)
+                return True
+        return False
 
     async def write(self, data: bytes) -> bool:
         """Append ``data``, waiting for room without blocking the event loop.
@@ -216,6 +229,12 @@ class OutputStream:
                     self._idle = True
                     self._cond.wait()
                 self._idle = False
+                small = len(self._buf) < _COALESCE_BYTES
+            if small:
+                # A streamed reply comes a few bytes at a time: a moment's wait gathers many
+                # chunks into one write (and spares the event loop a wake-up per chunk).
+                time.sleep(_COALESCE_S)
+            with self._cond:
                 data = bytes(self._buf)
                 self._buf.clear()
             view = memoryview(data)

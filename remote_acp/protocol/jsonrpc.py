@@ -225,7 +225,7 @@ class JsonRpcPeer:
 
     def receive(self, line: bytes) -> Incoming:
         """Classify one line. Never raises for bad input: it becomes :class:`Malformed`."""
-        if nesting_exceeds(line):
+        if line.count(b"[") + line.count(b"{") > MAX_NESTING and nesting_exceeds(line):  # cheap test first
             return self._unreadable(f"the line nests deeper than {MAX_NESTING} levels", line)
         try:
             message = _loads(line)
