@@ -161,8 +161,13 @@ class StampedTarget:
     def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.inner.start_slot()
 
-    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
-        return self.inner.exit_error(status, agent_wrote=agent_wrote, stderr=stderr)
+    def exit_error(
+        self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
+    ) -> RemoteAcpError | None:
+        return self.inner.exit_error(status, agent_wrote=agent_wrote, stderr=stderr, ready=ready)
+
+    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
+        return self.inner.ready_error(bound_ms, stderr=stderr, printed=printed)
 
 
 async def one_session(target: LaunchTarget, options: SessionOptions) -> tuple[float, float, float]:

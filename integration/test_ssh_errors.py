@@ -315,11 +315,6 @@ async def test_a_stalled_key_exchange_ends_within_about_the_connect_timeout(
     assert elapsed < CONNECT_TIMEOUT_S + 10, f"took {elapsed:.1f} s: {err}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the session core words a ready marker that never came itself; it is to ask the target "
-    "(ssh_errors.ssh_ready_error) so that a connection that was never set up says so",
-)
 async def test_a_stalled_key_exchange_says_the_connection_setup_did_not_complete(
     stalling_server: StallingServer,
 ) -> None:

@@ -566,7 +566,14 @@ class BrokenTarget:
     async def prepare(self, command, workspace):
         raise RuntimeError("boom")
 
-    def exit_error(self, status, *, agent_wrote, stderr):
+    def start_slot(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def exit_error(self, status, *, agent_wrote, stderr, ready=None):
+        return None
+
+    def ready_error(self, bound_ms, *, stderr, printed):
         return None
 
 request = RunRequest(options=SessionOptions(command="x"), workspace=sys.argv[1], prompts=["hi"],

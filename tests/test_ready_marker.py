@@ -51,7 +51,12 @@ class ScriptTarget:
     def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.local.start_slot()
 
-    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
+    def exit_error(
+        self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
+    ) -> RemoteAcpError | None:
+        return None
+
+    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
         return None
 
     async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:

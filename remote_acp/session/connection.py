@@ -165,6 +165,7 @@ class AgentConnection:
         """Set once the launched side said it is ready for the protocol (at once without a marker)."""
         self._ready_or_lost = anyio.Event()
         self._marker = ready_marker + b"\n" if ready_marker else b""
+        self.has_ready_marker = bool(ready_marker)
         self._ready_reply = ready_reply
         self._before_ready = bytearray()
         self.pre_ready_output = b""

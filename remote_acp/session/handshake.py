@@ -133,6 +133,9 @@ class Handshake:
         if conn.lost.is_set():
             raise await self.lost_error()
         printed = self._masker.quote(conn.pre_ready_output.decode("utf-8", "replace").strip(), 300)
+        special = self._target.ready_error(bound_ms, stderr=self._process.stderr_tail.report(), printed=printed)
+        if special is not None:
+            raise special
         raise RemoteAcpError(
             ErrorKind.RESPONSE_TIMEOUT,
             f"the remote side did not say it was ready within {bound_ms} ms: a login that hangs, or a "
@@ -154,7 +157,8 @@ class Handshake:
         if status is None:
             return RemoteAcpError(ErrorKind.PORT_EXIT, "agent connection ended before responding")
         stderr = process.stderr_tail.report()
-        special = self._target.exit_error(status, agent_wrote=conn.bytes_received > 0, stderr=stderr)
+        ready = conn.ready.is_set() if conn.has_ready_marker else None
+        special = self._target.exit_error(status, agent_wrote=conn.bytes_received > 0, stderr=stderr, ready=ready)
         if special is not None:
             return special
         return RemoteAcpError(

@@ -85,8 +85,17 @@ class LaunchTarget(Protocol):
         refuses too many connection attempts at once makes starts beyond its limit wait here."""
         ...
 
-    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
-        """A target-specific reading of the launched process's exit, or ``None`` for the generic one."""
+    def exit_error(
+        self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
+    ) -> RemoteAcpError | None:
+        """A target-specific reading of the launched process's exit, or ``None`` for the generic one.
+
+        ``ready``: whether the launched side said it was ready (``None``: it has no marker)."""
+        ...
+
+    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
+        """Why a launched side with a ready marker did not print it within ``bound_ms`` (``printed``:
+        what it printed instead, masked), or ``None`` for the generic reading."""
         ...
 
 
@@ -205,5 +214,10 @@ class LocalTarget:
     def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
 
-    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
+    def exit_error(
+        self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
+    ) -> RemoteAcpError | None:
+        return None
+
+    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
         return None

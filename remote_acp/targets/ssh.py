@@ -80,7 +80,7 @@ from .ssh_config import (
     login_home,
     write_fallback_config,
 )
-from .ssh_errors import ssh_exit_error
+from .ssh_errors import ssh_exit_error, ssh_ready_error
 from .ssh_script import (
     BOOTSTRAP,
     check_count,
@@ -325,8 +325,13 @@ class SshTarget:
         """
         return start_slot(start_key(self.host, self.settings), self.settings.max_concurrent_starts)
 
-    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str) -> RemoteAcpError | None:
-        return ssh_exit_error(self.label, status, agent_wrote=agent_wrote, stderr=stderr)
+    def exit_error(
+        self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
+    ) -> RemoteAcpError | None:
+        return ssh_exit_error(self.label, status, agent_wrote=agent_wrote, stderr=stderr, ready=ready)
+
+    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
+        return ssh_ready_error(self.label, bound_ms, stderr=stderr, printed=printed)
 
 
 def start_key(host: str, settings: SshSettings) -> str:
