@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-__all__ = ["User", "login_shell", "throwaway_user"]
+__all__ = ["SHELLS", "User", "login_shell", "throwaway_user", "uid_processes"]
 
 # The shells the suite drives, and where Debian's packages put them. BusyBox's ash is reached
 # through a link named ``ash``: busybox picks the applet from argv[0], which sshd sets to the
@@ -159,7 +159,8 @@ def _locked_run(argv: list[str], *, check: bool = True) -> None:
         return
 
 
-def _uid_pids(uid: int) -> list[int]:
+def uid_processes(uid: int) -> list[int]:
+    """The live (not zombie) processes running as ``uid``."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -184,7 +185,7 @@ def _kill_user_processes(name: str) -> None:
     except KeyError:
         return
     deadline = time.monotonic() + 10
-    while pids := _uid_pids(uid):
+    while pids := uid_processes(uid):
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

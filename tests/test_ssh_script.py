@@ -32,7 +32,7 @@ from remote_acp.targets.ssh import (
     ssh_argv,
     stdin_prefix,
 )
-from remote_acp.targets.ssh_script import BOOTSTRAP, END_MARK, INCOMPLETE_MARK, TOOL_MARK, data_line
+from remote_acp.targets.ssh_script import ANOTHER_SHELL, BOOTSTRAP, END_MARK, INCOMPLETE_MARK, TOOL_MARK, data_line
 from tests.support.orphans import MARKER_NAME, kill_marked
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
@@ -157,7 +157,7 @@ def test_the_data_decodes_to_shlex_quoted_assignments() -> None:
 def test_remote_script_with_a_plain_workspace_is_data_cd_tools_marker_then_supervisor() -> None:
     script = remote_script("/srv/ws dir", ["agent", "--acp"], token="abc123", kill_grace_s=5, ready_marker="rdy-1")
     lines = script.split("\n")
-    assert lines[0] == "# remote-acp session script"
+    assert lines[0].startswith("_ra_first=1; case ${l-} in _ra_first=1*) ")
     assert lines[4] == (
         'cd -- "$_ra_ws" 2>/dev/null || '
         "{ printf '%s %s\\n' 'remote-acp: workspace unavailable:' \"$_ra_ws\" >&2; exit 97; }"
@@ -304,6 +304,10 @@ def _cases(root: Path) -> dict[str, Case]:
         "cut_after_loader": sh(env_script, prefix=env_prefix[:after_loader]),
         "cut_in_data": sh(env_script, prefix=env_prefix[: env_prefix.index(b"_ra_data='") + 40]),
         "cut_before_end": sh(env_script, prefix=env_prefix[: env_prefix.rindex(END_MARK.encode())]),
+        # A login script that read one line: the bootstrap reads the script's first line instead.
+        "loader_eaten": sh(env_script, prefix=env_prefix[after_loader:]),
+        # A login script that exec'd another shell, which reads stdin as its commands.
+        "another_shell": Case(("sh",), env_prefix),
         "exit_7": sh(remote_script(str(root), "exit 7")),
         "exit_7_list": sh(remote_script(str(root), [py, "-c", "raise SystemExit(7)"])),
         "not_found": sh(remote_script(str(root), ["remote-acp-no-such-program-xyz", "--acp"])),
@@ -428,12 +432,18 @@ def test_environment_then_cat_passes_stdin_through_byte_for_byte(runs: Runs) -> 
     assert runs["env_cat"] == Ran(0, STDIN_REST, "")
 
 
-@pytest.mark.parametrize("case", ["cut_after_loader", "cut_in_data", "cut_before_end"])
+@pytest.mark.parametrize("case", ["cut_after_loader", "cut_in_data", "cut_before_end", "loader_eaten"])
 def test_a_prefix_cut_short_exits_98_with_a_clear_message_and_runs_nothing(runs: Runs, case: str) -> None:
     ran = runs[case]
     assert ran.code == 98
     assert ran.out == b""
     assert ran.err == f"{ENV_MESSAGE}\n"
+
+
+def test_a_shell_reading_stdin_as_commands_stops_at_the_loader(runs: Runs) -> None:
+    ran = runs["another_shell"]
+    assert (ran.code, ran.out) == (98, b"")
+    assert ran.err == f"{ENV_MESSAGE}{ANOTHER_SHELL}\n"
 
 
 def test_the_go_ahead_is_read_before_the_agent_and_not_passed_on(runs: Runs) -> None:

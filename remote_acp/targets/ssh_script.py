@@ -75,6 +75,7 @@ WORKSPACE_MARK: Final = "remote-acp: workspace unavailable:"
 SIGNAL_MARK: Final = "remote-acp: the agent was killed by signal"
 TOOL_MARK: Final = "remote-acp: this host lacks a tool the session's supervisor needs:"
 INCOMPLETE_MARK: Final = "remote-acp: the session script sent on stdin did not arrive whole"
+ANOTHER_SHELL: Final = " (another shell, started by a login script, read it as its commands)"
 NO_GO_MARK: Final = "remote-acp: no go-ahead after the ready marker; nothing was started"
 END_MARK: Final = "# remote-acp end"
 SUPERVISOR_TOOLS: Final = ("awk", "grep", "sed", "cat", "sleep")
@@ -277,7 +278,9 @@ def remote_script(
         raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
     incomplete = f"{{ printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; }}"
     lines = [
-        "# remote-acp session script",
+        # The bootstrap's own variable holds this line only when it read the line itself: a login
+        # script ate the loader line off stdin.
+        f"_ra_first=1; case ${{l-}} in _ra_first=1*) {incomplete} ;; esac",
         data_line(workspace, command, env),
         f'_ra_d=$(printf \'%b.\' "$_ra_data") && eval "${{_ra_d%.}}" && [ "${{_ra_complete-}}" = 1 ] || {incomplete}',
         "unset _ra_data _ra_d _ra_complete",
@@ -321,7 +324,11 @@ def stdin_prefix(script: str) -> bytes:
     if not script.endswith(END_MARK + "\n"):
         raise ValueError("the script must end with the end mark")
     count = script.count("\n")
+    # Only the bootstrap sets ``l``: without it, another shell (one a login script started in
+    # place of the login shell) is reading stdin as its own commands.
     loader = (
+        f"if [ -z \"${{l+1}}\" ]; then printf '%s\\n' {_q(INCOMPLETE_MARK + ANOTHER_SHELL)} >&2; "
+        f"exit {EXIT_INCOMPLETE}; fi; "
         "_ra_nl=$(printf '\\n.'); _ra_nl=${_ra_nl%.}; _ra_s=; _ra_l=; _ra_n=0; "
         f'while [ "$_ra_n" -lt {count} ] && IFS= read -r _ra_l; do _ra_s=$_ra_s$_ra_l$_ra_nl; '
         "_ra_n=$((_ra_n + 1)); done; "
