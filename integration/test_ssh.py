@@ -106,7 +106,8 @@ async def test_unknown_host_key_with_policy_yes(ssh_lab: SshLab, tmp_path: Path)
     empty.write_text("")
     config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=empty)
     err = await start_error(ssh_lab, target(ssh_lab, config=config, host_key_policy="yes"))
-    assert err.kind is ErrorKind.PORT_EXIT and err.message == "ssh connection failed"
+    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert err.message.startswith("the host key of lab1 is not known")
     assert "Host key verification failed" in err.detail
     assert empty.read_text() == ""
 
@@ -128,8 +129,8 @@ async def test_changed_host_key(ssh_lab: SshLab, tmp_path: Path) -> None:
     wrong.write_text(f"[{lab1.address}]:{lab1.port} {' '.join(other.with_suffix('.pub').read_text().split()[:2])}\n")
     config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=wrong)
     err = await start_error(ssh_lab, target(ssh_lab, config=config))  # accept-new still refuses a change
-    assert err.kind is ErrorKind.PORT_EXIT and err.message == "ssh connection failed"
-    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in err.detail or "Host key verification failed" in err.detail
+    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert err.message.startswith("the host key of lab1 has changed")
 
 
 async def test_wrong_client_key(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -137,18 +138,19 @@ async def test_wrong_client_key(ssh_lab: SshLab, tmp_path: Path) -> None:
     keygen(stranger)
     config = ssh_lab.config_variant(tmp_path / "cfg", identity=stranger)
     err = await start_error(ssh_lab, target(ssh_lab, config=config))
-    assert err.kind is ErrorKind.PORT_EXIT and err.message == "ssh connection failed"
+    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert err.message.startswith("lab1 refused the authentication")
     assert "Permission denied" in err.detail
 
 
-async def test_missing_remote_binary_is_early_exit_127(ssh_lab: SshLab) -> None:
+async def test_missing_remote_binary_is_agent_not_found(ssh_lab: SshLab) -> None:
     with pytest.raises(RemoteAcpError) as info:
         async with open_session("/tmp", fast_options("remote-acp-no-such-agent --acp"), target=target(ssh_lab)):
             pass
     err = info.value
-    assert err.kind is ErrorKind.PORT_EXIT
-    assert err.message == "the agent runtime exited before responding: exit status 127"
-    assert "remote-acp-no-such-agent" in err.detail and "not found" in err.detail
+    assert err.kind is ErrorKind.AGENT_NOT_FOUND and not err.retryable  # as it is locally
+    assert err.message.startswith("the agent command was not found on lab1 (")
+    assert "remote-acp-no-such-agent" in str(err) and "not found" in str(err)
 
 
 async def test_missing_remote_workspace(ssh_lab: SshLab) -> None:
@@ -361,7 +363,8 @@ async def test_user_ssh_config_policy_wins_over_our_default(ssh_lab: SshLab, tmp
     config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=empty)
     config.write_text("Host *\n  StrictHostKeyChecking yes\n\n" + config.read_text())
     err = await start_error(ssh_lab, target(ssh_lab, config=config))  # our default would accept-new
-    assert err.message == "ssh connection failed" and "Host key verification failed" in err.detail
+    assert err.message.startswith("the host key of lab1 is not known") and not err.retryable
+    assert "Host key verification failed" in err.detail
 
 
 async def test_user_ssh_config_ask_wins_over_our_default(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -373,7 +376,8 @@ async def test_user_ssh_config_ask_wins_over_our_default(ssh_lab: SshLab, tmp_pa
     config.write_text("Host lab1\n  StrictHostKeyChecking ask\n\n" + config.read_text())
     err = await start_error(ssh_lab, target(ssh_lab, config=config))
     assert err.kind is ErrorKind.PORT_EXIT
-    assert err.message == "ssh connection failed" and "Host key verification failed" in err.detail
+    assert err.message.startswith("the host key of lab1 is not known") and not err.retryable
+    assert "Host key verification failed" in err.detail
     assert empty.read_text() == ""
     async with open_session("/tmp", options(), target=target(ssh_lab, "lab2", config=config)) as s:
         assert (await s.run_turn("hi")).ok  # another host of the same file: our default applies
