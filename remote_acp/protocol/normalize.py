@@ -104,6 +104,9 @@ class Normalizer:
     ) -> None:
         self.pid = pid
         self.session_id: str | None = None
+        self.batch_time: datetime | None = None
+        """When the read being dispatched arrived: every event it yields carries that time (one
+        clock reading per read, not per chunk). ``None`` outside a read."""
         self.replaying = False
         """Set while ``session/load`` replays history: events are marked ``replayed``."""
         self.replay_chunks = 0
@@ -189,7 +192,7 @@ class Normalizer:
         self.flush_dropped(emit)
         emit(
             Malformed(
-                timestamp=utc_now(),
+                timestamp=self.batch_time or utc_now(),
                 pid=self.pid,
                 session_id=self.session_id,
                 message=self._masker.quote(message, MESSAGE_CAP),
@@ -204,7 +207,7 @@ class Normalizer:
         if dropped:
             emit(
                 Malformed(
-                    timestamp=utc_now(),
+                    timestamp=self.batch_time or utc_now(),
                     pid=self.pid,
                     session_id=self.session_id,
                     message=f"{dropped} more malformed input{' was' if dropped == 1 else 's were'} dropped",
@@ -223,7 +226,7 @@ class Normalizer:
                 self._msg_len += len(rest)
             emit(
                 Notification(
-                    timestamp=utc_now(),
+                    timestamp=self.batch_time or utc_now(),
                     pid=self.pid,
                     session_id=self.session_id,
                     message="",
@@ -261,7 +264,7 @@ class Normalizer:
         message_id = update.get("messageId")
         if self._msg_open and (message_id != self._msg_id or self._msg_replayed != self.replaying):
             self.flush(emit)
-        now = utc_now()
+        now = self.batch_time or utc_now()
         if not self._msg_open:
             self._msg_open = True
             self._msg_id = message_id
@@ -335,7 +338,7 @@ class Normalizer:
         self.flush(emit)
         emit(
             ToolResult(
-                timestamp=utc_now(),
+                timestamp=self.batch_time or utc_now(),
                 pid=self.pid,
                 session_id=self.session_id,
                 tool_name=call.kind,
@@ -353,7 +356,7 @@ class Normalizer:
         self.flush(emit)
         emit(
             OtherMessage(
-                timestamp=utc_now(),
+                timestamp=self.batch_time or utc_now(),
                 pid=self.pid,
                 session_id=self.session_id,
                 message=message,

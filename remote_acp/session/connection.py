@@ -87,6 +87,10 @@ class ConnectionHandler(Protocol):
         """A write began (it may wait for the agent: see :attr:`AgentConnection.writing_since`)."""
         ...
 
+    def batch_started(self) -> None:
+        """A read is about to be dispatched."""
+        ...
+
     def batch_done(self, nbytes: int) -> None: ...
     def on_lost(self) -> None: ...
 
@@ -327,6 +331,7 @@ class AgentConnection:
                 if not data:
                     await checkpoint()
                     continue
+            handler.batch_started()
             self._dispatch(framer.feed(data))
             handler.batch_done(len(data))
             if handler.paused() or self._backlogged():

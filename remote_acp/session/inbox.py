@@ -232,7 +232,11 @@ class Inbox:
         if self.turn is not None:
             self._changed()  # the supervisor bounds how long the write may wait
 
+    def batch_started(self) -> None:
+        self.normalizer.batch_time = utc_now()
+
     def batch_done(self, nbytes: int) -> None:
+        self.normalizer.batch_time = None
         self._activity.set()
         turn = self.turn
         if turn is not None:
