@@ -18,7 +18,8 @@ import pytest
 
 from integration.users import SHELLS, User, login_shell, throwaway_user, uid_processes
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
-from remote_acp.targets.ssh import SshSettings, SshTarget, ready_timeout_ms
+from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh_argv import ready_bound_ms
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ async def test_a_dotfile_that_reads_all_of_stdin_ends_in_a_timeout_naming_it(
         tgt = target(ssh_lab, user, connect_timeout_s=2)
         error = await start_error(user, tgt, agent(record))
         assert error.kind is ErrorKind.RESPONSE_TIMEOUT and not error.retryable
-        assert f"within {ready_timeout_ms(tgt.settings)} ms" in error.message
+        assert f"within {ready_bound_ms(tgt.settings)} ms" in error.message
         assert READY_HINT in error.message
         assert "swallowing" in error.detail  # what it printed instead of the marker
         assert await processes_gone(user, 30)
@@ -168,7 +169,7 @@ async def test_a_login_that_hangs_past_the_bound_never_starts_the_agent(
     with throwaway_user(key, shell=login_shell(shell, homes), base=homes, dotfiles={dotfile: "sleep 10\n"}) as user:
         ran = user.home / "agent-ran"
         tgt = target(ssh_lab, user, connect_timeout_s=1)
-        assert ready_timeout_ms(tgt.settings) < 10_000
+        assert ready_bound_ms(tgt.settings) < 10_000
         error = await start_error(user, tgt, f"touch {ran}; exec {' '.join(agent(user.home / 'record.json'))}")
         assert error.kind is ErrorKind.RESPONSE_TIMEOUT and not error.retryable
         assert READY_HINT in error.message
@@ -178,10 +179,6 @@ async def test_a_login_that_hangs_past_the_bound_never_starts_the_agent(
         assert not ran.exists(), "the agent started for a session that had ended"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ssh_argv runs 'exec sh -c ...' through the login's PATH; it needs 'exec /bin/sh -c ...'",
-)
 async def test_a_path_without_the_supervisors_tools_keeps_the_agents_path(ssh_lab: SshLab, homes: Path) -> None:
     key = ssh_lab.client_key.with_suffix(".pub")
     empty = "/nonexistent-ra-bin"

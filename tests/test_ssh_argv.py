@@ -62,7 +62,7 @@ def test_ssh_argv_default_settings_give_the_fallback_config_and_no_policy_option
         "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
         *OVERRIDES,
-        "--", "build", "exec sh -c 'echo hi'",
+        "--", "build", "exec /bin/sh -c 'echo hi'",
     ]  # fmt: skip
     assert not any("StrictHostKeyChecking" in word for word in argv)  # the config's fallback decides
 
@@ -78,7 +78,7 @@ def test_ssh_argv_without_a_config_passes_no_file() -> None:
         "-o", "LogLevel=VERBOSE",
         *CONTROL_OPTIONS,
         *OVERRIDES,
-        "--", "build", "exec sh -c 'echo hi'",
+        "--", "build", "exec /bin/sh -c 'echo hi'",
     ]  # fmt: skip
 
 
@@ -103,7 +103,7 @@ def test_ssh_argv_with_config_file_port_timeouts_and_policy_yes() -> None:
         *OVERRIDES,
         "-o", "StrictHostKeyChecking=yes",
         "-p", "2201",
-        "--", "user@::1", "exec sh -c true",
+        "--", "user@::1", "exec /bin/sh -c true",
     ]  # fmt: skip
 
 
@@ -119,7 +119,7 @@ def test_ssh_argv_explicit_policy_accept_new_goes_on_the_command_line() -> None:
         *CONTROL_OPTIONS,
         *OVERRIDES,
         "-o", "StrictHostKeyChecking=accept-new",
-        "--", "build", "exec sh -c x",
+        "--", "build", "exec /bin/sh -c x",
     ]  # fmt: skip
 
 
@@ -137,7 +137,7 @@ def test_ssh_argv_forced_no_policy_and_port_without_config() -> None:
         *OVERRIDES,
         "-o", "StrictHostKeyChecking=no",
         "-p", "22",
-        "--", "build", "exec sh -c x",
+        "--", "build", "exec /bin/sh -c x",
     ]  # fmt: skip
 
 
@@ -150,8 +150,8 @@ def test_ssh_argv_remote_command_is_one_word_exec_sh_c(remote: str) -> None:
     # `--` comes immediately before the destination, which is followed by the one remote word.
     assert argv[-3:-1] == ["--", "build"]
     assert argv.count("--") == 1
-    assert argv[-1].startswith("exec sh -c ")
-    assert shlex.split(argv[-1]) == ["exec", "sh", "-c", remote]
+    assert argv[-1].startswith("exec /bin/sh -c ")
+    assert shlex.split(argv[-1]) == ["exec", "/bin/sh", "-c", remote]
 
 
 def test_ssh_argv_remote_word_runs_the_script_through_a_login_shell() -> None:
@@ -161,7 +161,7 @@ def test_ssh_argv_remote_word_runs_the_script_through_a_login_shell() -> None:
     env = {**os.environ, "HOME": "/home/h"}
     done = subprocess.run(["sh", "-c", argv[-1]], capture_output=True, env=env, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == b"sh|it's|/home/h|$HOME|"
+    assert done.stdout == b"/bin/sh|it's|/home/h|$HOME|"
 
 
 # -- no connection sharing ----------------------------------------------------------------------

@@ -15,16 +15,17 @@ from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh import (
     SshSettings,
     SshTarget,
-    ready_timeout_ms,
     remote_script,
     stdin_prefix,
 )
+from remote_acp.targets.ssh_argv import ready_bound_ms
 from remote_acp.targets.ssh_script import BOOTSTRAP, data_line
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
     environ_with,
     fake_ssh,
     fallback_path,
+    host_runs,
     line_after_session_mark,
     prepare,
     raises_kind,
@@ -110,12 +111,12 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
     assert spec.argv[0] == str(ssh)
     assert spec.argv[1:3] == ["-F", str(config)]  # the options themselves: tests/test_ssh_argv.py
     assert spec.argv[-3:-1] == ["--", "user@build"]
-    assert shlex.split(spec.argv[-1]) == ["exec", "sh", "-c", BOOTSTRAP]  # fixed, no data in it
+    assert shlex.split(spec.argv[-1]) == ["exec", "/bin/sh", "-c", BOOTSTRAP]  # fixed, no data in it
     assert (spec.target, spec.remote, spec.cwd) == ("user@build:2222", True, None)
     marker = spec.ready_marker.decode()
     assert re.fullmatch(r"remote-acp-ready-[0-9a-f]{16}", marker)
-    assert (spec.ready_reply, spec.ready_timeout_ms) == (b"go\n", ready_timeout_ms(target.settings))
-    assert ready_timeout_ms(target.settings) == 15_000
+    assert (spec.ready_reply, spec.ready_timeout_ms) == (b"go\n", ready_bound_ms(target.settings))
+    assert ready_bound_ms(target.settings) == 20_000  # connect 10 s, then as long again
 
     prefix = spec.stdin_prefix.decode()
     assert f"printf '%s\\n' {marker}\n" in prefix
@@ -132,7 +133,7 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
     assert spec.env == environ  # the local ssh's own environment, untouched
 
     logged = (tmp_path / "bin" / "ssh-argv.log").read_text()
-    assert logged.split("\n")[:-1] == ["-F", str(config), "-G", "-p", "2222", "--", "user@build"]
+    assert host_runs(tmp_path / "bin" / "ssh-argv.log") == ["-F", str(config), "-G", "-p", "2222", "--", "user@build"]
     for value in SECRETS.values():
         assert value not in logged
 

@@ -2,25 +2,27 @@
 
 One ``ssh`` process carries the whole session. Everything about how it is built is a pure
 function of its inputs (:func:`parse_destination`, :func:`remote_script`, :func:`stdin_prefix`,
-:func:`ssh_argv`, :func:`ready_timeout_ms`), tested as data. The remote rules live here and
-nowhere else: a remote launch delivers no tool servers and makes no measurement claim
-(:attr:`SshTarget.remote`), and ssh's exit statuses are read by :meth:`SshTarget.exit_error`.
+:func:`ssh_argv`, :func:`~remote_acp.targets.ssh_argv.ready_bound_ms`), tested as data. The
+remote rules live here and nowhere else: a remote launch delivers no tool servers and makes no
+measurement claim (:attr:`SshTarget.remote`), and ssh's exit statuses are read by
+:meth:`SshTarget.exit_error`.
 
 Theory of operation on the far side (:mod:`remote_acp.targets.ssh_script` has the details): the
-user's login shell, whichever it is, gets a fixed line with no data in it, which starts
-``sh -c`` on :data:`~remote_acp.targets.ssh_script.BOOTSTRAP`; that reads the script from stdin,
+user's login shell, whichever it is, gets a fixed line with no data in it, which starts ``/bin/sh
+-c`` on :data:`~remote_acp.targets.ssh_script.BOOTSTRAP`; that reads the script from stdin,
 ahead of the protocol, with the workspace, the command and the carried environment encoded in it
 so that no shell reads them as code. The script enters the workspace (a failing ``cd`` exits
 with its own status and message, and can never run the command), imports the environment, checks
 the supervisor's tools, prints a per-session ready marker and waits for the client's go-ahead
 line: nothing but that prefix is sent before the marker (so a login script that reads stdin or
 prints cannot eat or garble the protocol, and a login that takes longer than
-:func:`ready_timeout_ms` ends the session with a message naming the likely cause), and an agent
-is never started for a session the client gave up. Then it starts the agent in the background
-with the session's stdin and supervises it: a watchdog notices when the connection is gone (the
-shell's parent, the per-connection sshd, exits) and kills the agent's whole tree, children that
-left its process group included, escalating from SIGTERM to SIGKILL. A plain ``ssh -T`` leaves
-such an agent running forever; ``-tt`` would corrupt the protocol.
+:func:`~remote_acp.targets.ssh_argv.ready_bound_ms` ends the session with a message naming the
+likely cause), and an agent is never started for a session the client gave up. Then it starts
+the agent in the background with the session's stdin and supervises it: a watchdog notices when
+the connection is gone (the shell's parent, the per-connection sshd, exits) and kills the
+agent's whole tree, children that left its process group included, escalating from SIGTERM to
+SIGKILL. A plain ``ssh -T`` leaves such an agent running forever; ``-tt`` would corrupt the
+protocol.
 
 What the host needs: ``/bin/sh`` (POSIX) with the builtins ``read``, ``printf``, ``eval`` and
 ``kill``; and ``awk``, ``grep``, ``sed``, ``cat`` and ``sleep`` for the supervisor, looked for
@@ -31,19 +33,19 @@ start before the agent runs, naming the tool. On Linux the supervisor needs no `
 (BusyBox's, which lacks ``-p``, would do anyway): it reads the shell's parent from
 ``/proc/$$/stat``, the agent's tree from ``/proc/*/stat``, and finds the processes carrying the
 session's token in ``/proc/*/environ``, which catches descendants that left the agent's tree (a
-daemon reparented to init). A host without ``/proc`` needs a ``ps`` that knows
-``-e -o pid= -o ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is found through parent links alone.
+daemon reparented to init). A host without ``/proc`` needs a ``ps`` that knows ``-e -o pid= -o
+ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is found through parent links alone.
 Either way a descendant that both cleared its environment and lost its parent chain to the agent
 is out of reach.
 
 Connection sharing: none. A session's ssh never uses a ControlMaster the user's configuration
 sets up, and never becomes one: ``-o ControlMaster=no -o ControlPath=none`` on the command line,
-where they win over any ssh_config, and the same two settings at the head of the generated config
-(below), for the ssh a ``ProxyJump`` hop runs, which reads our ``-F`` file but not our command
-line. A mux client hands its pipes to the master, so our teardown, which ends whatever holds the
-agent's pipes, would kill the user's master and every other session riding on it; and a master
-we started would outlive the session. A session lasts long enough that the saved handshake
-(about 0.3 s) does not pay for that.
+where they win over any ssh_config, and the same two settings at the head of the generated
+config (below), for the ssh a ``ProxyJump`` hop runs, which reads our ``-F`` file but not our
+command line. A mux client hands its pipes to the master, so our teardown, which ends whatever
+holds the agent's pipes, would kill the user's master and every other session riding on it; and
+a master we started would outlive the session. A session lasts long enough that the saved
+handshake (about 0.3 s) does not pay for that.
 
 Concurrent starts: sshd refuses handshakes beyond its ``MaxStartups``, so at most
 :attr:`SshSettings.max_concurrent_starts` sessions per host start at once in this process
@@ -72,7 +74,7 @@ from ..errors import ErrorKind, RemoteAcpError
 from ..logs import get_logger
 from ..masking import secret_values
 from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
-from .ssh_argv import ssh_argv
+from .ssh_argv import local_ssh_options, ready_bound_ms, ssh_argv
 from .ssh_config import (
     effective_host_key_policy,
     fallback_config_dir,
@@ -103,7 +105,6 @@ __all__ = [
     "SshTarget",
     "fallback_config_text",
     "parse_destination",
-    "ready_timeout_ms",
     "remote_script",
     "ssh_argv",
     "stdin_prefix",
@@ -121,21 +122,9 @@ _NUMERIC_SETTINGS: Final = (
     "max_concurrent_starts",
 )
 _POLICIES: Final = ("accept-new", "yes", "no")
-LOGIN_ALLOWANCE_MS: Final = 5_000
-"""How long the login (sshd's session set-up, the login shell and its dotfiles, reading the
-script) may take after the connection: see :func:`ready_timeout_ms`."""
 READY_REPLY: Final = b"go\n"
 """The go-ahead the client writes once it saw the ready marker; the script reads it before the
 agent starts."""
-
-
-def ready_timeout_ms(settings: SshSettings) -> int:
-    """How long a session may take from starting ssh until the remote side says it is ready
-    (the marker line): the connect timeout, which bounds the connection's set-up, plus
-    :data:`LOGIN_ALLOWANCE_MS` for the login. A login past it (a hung home directory, a dotfile
-    that sleeps or reads stdin) ends the start with ``response_timeout``, and since the script
-    waits for the go-ahead, the agent never starts afterwards."""
-    return settings.connect_timeout_s * 1000 + LOGIN_ALLOWANCE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +269,14 @@ class SshTarget:
         config = await self._ssh_config(ssh, destination, environ)
         return LaunchSpec(
             # The login shell sees a fixed line; the script and every datum go on stdin.
-            argv=ssh_argv(ssh, destination, self.settings, BOOTSTRAP, config=config),
+            argv=ssh_argv(
+                ssh,
+                destination,
+                self.settings,
+                BOOTSTRAP,
+                config=config,
+                known_options=await local_ssh_options(ssh, environ),
+            ),
             env=environ,
             cwd=None,
             target=destination.label,
@@ -288,7 +284,7 @@ class SshTarget:
             stdin_prefix=stdin_prefix(script),
             ready_marker=marker.encode(),
             ready_reply=READY_REPLY,
-            ready_timeout_ms=ready_timeout_ms(self.settings),
+            ready_timeout_ms=ready_bound_ms(self.settings),
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
             secrets=tuple(

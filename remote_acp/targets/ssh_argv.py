@@ -108,7 +108,7 @@ def ssh_argv(
         argv += ["-o", f"StrictHostKeyChecking={settings.host_key_policy}"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]
-    argv += ["--", destination.host, f"exec sh -c {shlex.quote(remote)}"]
+    argv += ["--", destination.host, f"exec /bin/sh -c {shlex.quote(remote)}"]
     return argv
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 __all__ = [
+    "host_runs",
     "BASE_OPTIONS",
     "CONTROL_OPTIONS",
     "RUN_TIMEOUT_S",
@@ -70,7 +71,10 @@ def line_after_session_mark(script: str) -> list[str]:
 
 
 def fake_ssh(directory: Path, body: str = "") -> Path:
-    """An executable named ``ssh`` that logs its argv and prints ``body`` (for ``ssh -G``)."""
+    """An executable named ``ssh`` that logs its argv and prints ``body`` (for ``ssh -G``).
+
+    Each run's words go one per line; the option probe's runs (``-F /dev/null ... remote-acp-probe``,
+    see :func:`host_runs`) are logged too."""
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "ssh-argv.log"
     path = directory / "ssh"
@@ -100,3 +104,15 @@ def fallback_path(config_file: str | None, *, host_key_fallback: bool = True) ->
     path = Path(os.environ["REMOTE_ACP_CACHE_DIR"]) / "ssh" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
     assert path.read_text() == text
     return path
+
+
+def host_runs(log: Path) -> list[str]:
+    """The logged words of the runs that asked about a host, without the option probe's runs
+    (which end with the word ``remote-acp-probe``)."""
+    words = log.read_text().split("\n")[:-1] if log.exists() else []
+    runs: list[list[str]] = [[]]
+    for word in words:
+        runs[-1].append(word)
+        if word in ("remote-acp-probe",) or (len(runs[-1]) > 1 and runs[-1][-2] == "--"):
+            runs.append([])
+    return [w for run in runs if run and run[-1] != "remote-acp-probe" for w in run]
