@@ -321,3 +321,20 @@ async def test_a_stalled_key_exchange_says_the_connection_setup_did_not_complete
     err, _ = await stalled_start(stalling_server)
     assert err.kind is ErrorKind.PORT_EXIT and err.retryable
     assert "connection setup to root@127.0.0.1" in err.message and "did not complete in time" in err.message
+
+
+# -- the same causes, the whole way through a session ------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/nologin"), reason="no nologin here")
+async def test_a_nologin_shell_ends_a_session_start_as_permanent(ssh_lab: SshLab, homes: Path) -> None:
+    with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell="/usr/sbin/nologin", base=homes) as user:
+        err = await start_error(target(ssh_lab.config, user.destination("lab1")))
+    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert "before the session's command started" in err.message and "nologin" in err.message
+
+
+async def test_a_force_command_ends_a_session_start_as_permanent(forced_host: Path) -> None:
+    err = await start_error(target(forced_host, "labforced"))
+    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert "ForceCommand" in err.message
