@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .session.turn import TurnResult
     from .session.verification import CredentialVerdict, verify_credentials
     from .targets import LaunchSpec, LaunchTarget, LocalTarget, SshSettings, SshTarget
+    from .targets.limits import raise_open_file_limit
 
 __all__ = (
     "Capability",
@@ -73,6 +74,7 @@ __all__ = (
     "TurnTimedOut",
     "__version__",
     "open_session",
+    "raise_open_file_limit",
     "retry_backoff_ms",
     "start_session",
     "verify_credentials",
@@ -91,6 +93,7 @@ _HOME = {
     "SessionInfo": "session",
     "TurnStream": "session.stream",
     "open_session": "session",
+    "raise_open_file_limit": "targets.limits",
     "start_session": "session",
     "verify_credentials": "session.verification",
     "CredentialVerdict": "session.verification",

@@ -290,6 +290,9 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
 
 def main() -> None:
     occupy_closed_std_fds()  # before anything opens a file or a pipe
+    from ..targets.limits import raise_open_file_limit
+
+    raise_open_file_limit()  # each session holds a few descriptors; the soft limit is often 1024
     # A command runs once and exits: the cyclic collector would spend tens of milliseconds
     # walking the objects the imports create, and as much again at exit, to free nothing. It is
     # off while the command starts; what start-up built is then frozen out of its reach.

@@ -29,6 +29,7 @@ from ..errors import ErrorKind, RemoteAcpError
 from . import process_tree
 from .containment import StartFailed, Supervisor
 from .exit_status import ExitStatus
+from .limits import DESCRIPTOR_ERRNOS, out_of_descriptors
 from .stderr_tail import StderrTail
 
 if TYPE_CHECKING:
@@ -456,4 +457,6 @@ def _start_error(exc: OSError | ValueError | TypeError, spec: LaunchSpec) -> Rem
         )
     if isinstance(exc, FileNotFoundError):
         return RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"agent program {spec.argv[0]!r} was not found")
+    if exc.errno in DESCRIPTOR_ERRNOS:
+        return out_of_descriptors(exc)
     return RemoteAcpError(ErrorKind.PORT_EXIT, f"failed to start the agent subprocess: {exc.strerror or exc}")
