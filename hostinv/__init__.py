@@ -1,6 +1,47 @@
-"""hostinv: host inventory and probing for fleets of build hosts.
+"""hostinv: the hosts of a fleet, from the files operators already keep.
 
-It knows nothing of ACP and never imports ``remote_acp`` (DESIGN §2's dependency rule).
+It reads our own inventory file, the ``Host`` entries of an OpenSSH config and Ansible
+inventories (INI and YAML) into one merged view of :class:`Host` models, and resolves the
+selectors fleet commands take (``@group``, ``build-*``, a name, ``user@host:port``).
+
+It knows nothing of the Agent Client Protocol and never imports ``remote_acp``: ``remote_acp``
+builds on it, not the other way round. asyncssh, needed only to probe hosts, is imported where
+a probe runs, so importing ``hostinv`` stays cheap.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from .errors import HostinvError, InventoryInvalid, InventoryUnreadable, SelectorInvalid, SelectorUnmatched
+from .inventory import (
+    dump_inventory_yaml,
+    load_ansible,
+    load_inventory,
+    load_ssh_config,
+    merge,
+    parse_ansible,
+    parse_inventory_yaml,
+    parse_ssh_config,
+)
+from .models import DEFAULT_CAPACITY, Host, Inventory
+from .selectors import parse_address, select
+
+__all__ = (
+    "DEFAULT_CAPACITY",
+    "Host",
+    "HostinvError",
+    "Inventory",
+    "InventoryInvalid",
+    "InventoryUnreadable",
+    "SelectorInvalid",
+    "SelectorUnmatched",
+    "dump_inventory_yaml",
+    "load_ansible",
+    "load_inventory",
+    "load_ssh_config",
+    "merge",
+    "parse_address",
+    "parse_ansible",
+    "parse_inventory_yaml",
+    "parse_ssh_config",
+    "select",
+)

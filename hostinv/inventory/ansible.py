@@ -1,0 +1,322 @@
+"""Ansible inventories, INI and YAML, as inventory hosts.
+
+Both forms become the same picture before any host is built: groups (their hosts in order, their
+``vars``, their ``children``), each host's own variables, and where every value was written.
+Then, as Ansible does: every host is in ``all``; a host in no other group is in ``ungrouped``; a
+host of a child group is in its parents too; variables apply from ``all``, then from groups by
+depth (a parent before its children, then by name), then the host's own, later ones winning.
+
+Of the variables, ``ansible_host``, ``ansible_port``, ``ansible_user`` and
+``ansible_ssh_private_key_file`` (and their older ``ansible_ssh_*`` spellings) become the host's
+fields, ``remote_acp_capacity`` its capacity; the rest are Ansible's business and are left out. A
+host whose ``ansible_connection`` is not ssh (``local``, ``docker``...) is left out with a note.
+Host ranges (``web[01:03]``, ``db-[a:c]``, with an optional step) are expanded. ``host_vars/``
+and ``group_vars/`` directories are not read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+import string
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from ..errors import InventoryInvalid
+from ..models import Host, Inventory
+from .yaml_text import key_path, line_of, load_yaml
+
+__all__ = ["expand_host_range", "parse_ansible", "parse_ansible_ini", "parse_ansible_yaml"]
+
+_FIELDS = {
+    "ansible_host": "address",
+    "ansible_port": "port",
+    "ansible_user": "user",
+    "ansible_ssh_private_key_file": "identity_file",
+    "remote_acp_capacity": "capacity",
+}
+_ALIASES = {
+    "ansible_ssh_host": "ansible_host",
+    "ansible_ssh_port": "ansible_port",
+    "ansible_ssh_user": "ansible_user",
+    "ansible_private_key_file": "ansible_ssh_private_key_file",
+}
+"""Older or shorter spellings of the same variable: a host's ``ansible_ssh_user`` beats a group's ``ansible_user``."""
+_SSH_CONNECTIONS = {"ssh", "smart", "paramiko", "paramiko_ssh"}
+_RANGE = re.compile(r"\[([0-9a-zA-Z]+):([0-9a-zA-Z]+)(?::([0-9]+))?\]")
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A variable's value and where it was written: a line (INI) or a key path (YAML)."""
+
+    value: object
+    line: int | None
+    loc: tuple[str, ...] = ()
+
+
+@dataclass
+class _Group:
+    hosts: list[str] = field(default_factory=list)
+    vars: dict[str, _Value] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Picture:
+    source: str
+    text: str
+    groups: dict[str, _Group] = field(default_factory=lambda: {"all": _Group(), "ungrouped": _Group()})
+    host_vars: dict[str, dict[str, _Value]] = field(default_factory=dict)
+
+    def group(self, name: str) -> _Group:
+        return self.groups.setdefault(name, _Group())
+
+    def add_host(self, group: str, name: str, variables: dict[str, _Value]) -> None:
+        hosts = self.group(group).hosts
+        if name not in hosts:
+            hosts.append(name)
+        self.host_vars.setdefault(name, {}).update(variables)
+
+
+def parse_ansible(text: str, source: str) -> Inventory:
+    """An Ansible inventory in either form: YAML when the name ends in ``.yml``/``.yaml`` or the
+    text reads as a YAML mapping, else INI.
+
+    :raises InventoryInvalid: see :func:`parse_ansible_ini` and :func:`parse_ansible_yaml`.
+    """
+    if source.endswith((".yml", ".yaml")):
+        return parse_ansible_yaml(text, source)
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", ";"))), "")
+    if first.startswith("[") or "=" in first:
+        return parse_ansible_ini(text, source)
+    try:
+        data = load_yaml(text, source)
+    except InventoryInvalid:
+        return parse_ansible_ini(text, source)
+    return parse_ansible_yaml(text, source) if isinstance(data, dict) else parse_ansible_ini(text, source)
+
+
+def parse_ansible_ini(text: str, source: str) -> Inventory:
+    """An Ansible INI inventory (``[group]``, ``[group:vars]``, ``[group:children]``).
+
+    :raises InventoryInvalid: a malformed section header, host line or variable line, with its line.
+    """
+    picture = _Picture(source, text)
+    section, kind = "ungrouped", "hosts"
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            header = re.fullmatch(r"\[([^\[\]:\s]+)(?::(vars|children))?\]\s*(?:[#;].*)?", line)
+            if header is None:
+                raise InventoryInvalid(source, f"not a section header: {line}", line=number)
+            section, kind = header.group(1), header.group(2) or "hosts"
+            picture.group(section)
+            continue
+        if kind == "vars":
+            name, eq, value = line.partition("=")
+            if not eq or not name.strip():
+                raise InventoryInvalid(source, f"expected name=value in [{section}:vars]: {line}", line=number)
+            picture.group(section).vars[name.strip()] = _Value(_unquote(value.strip()), number)
+        elif kind == "children":
+            child = line.split()[0]
+            if child not in picture.group(section).children:
+                picture.group(section).children.append(child)
+            picture.group(child)
+        else:
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError:
+                raise InventoryInvalid(source, f"unbalanced quotes: {line}", line=number) from None
+            variables = {}
+            for word in words[1:]:
+                name, eq, value = word.partition("=")
+                if not eq or not name:
+                    raise InventoryInvalid(source, f"expected name=value after the host, got {word!r}", line=number)
+                variables[name] = _Value(value, number)
+            for host in _expand(words[0], source, number):
+                name, port = _host_port(host)
+                own = dict(variables)
+                if port is not None:
+                    own.setdefault("ansible_port", _Value(port, number))
+                picture.add_host(section, name, own)
+    return _resolve(picture)
+
+
+def parse_ansible_yaml(text: str, source: str) -> Inventory:
+    """An Ansible YAML inventory (``all:`` or top-level groups, each with ``hosts``, ``vars``, ``children``).
+
+    :raises InventoryInvalid: a syntax error (with its line) or a group or host of the wrong shape
+        (with its key path and line).
+    """
+    data = load_yaml(text, source)
+    picture = _Picture(source, text)
+    if data is None:
+        return _resolve(picture)
+    if not isinstance(data, dict):
+        raise InventoryInvalid(source, "an Ansible YAML inventory is a mapping of groups", line=1)
+    for name, body in data.items():
+        _yaml_group(picture, text, str(name), body, (str(name),))
+        if name != "all" and name not in picture.groups["all"].children:
+            picture.groups["all"].children.append(str(name))
+    return _resolve(picture)
+
+
+def _yaml_group(picture: _Picture, text: str, name: str, body: object, loc: tuple[str, ...]) -> None:
+    group = picture.group(name)
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise _shape(picture, text, loc, "a group is a mapping with hosts, vars or children")
+    unknown = set(body) - {"hosts", "vars", "children"}
+    if unknown:
+        raise _shape(picture, text, (*loc, str(sorted(unknown)[0])), "a group holds only hosts, vars and children")
+    hosts = body.get("hosts") or {}
+    variables = body.get("vars") or {}
+    children = body.get("children") or {}
+    for what, value in (("hosts", hosts), ("vars", variables), ("children", children)):
+        if not isinstance(value, dict):
+            raise _shape(picture, text, (*loc, what), f"{what} must be a mapping")
+    for key, value in variables.items():
+        group.vars[str(key)] = _Value(value, None, (*loc, "vars", str(key)))
+    for host_pattern, host_vars in hosts.items():
+        where = (*loc, "hosts", str(host_pattern))
+        if host_vars is not None and not isinstance(host_vars, dict):
+            raise _shape(picture, text, where, "a host's variables must be a mapping")
+        own = {str(k): _Value(v, None, (*where, str(k))) for k, v in (host_vars or {}).items()}
+        try:
+            expanded = expand_host_range(str(host_pattern))
+        except ValueError as exc:
+            raise _shape(picture, text, where, str(exc)) from None
+        for host in expanded:
+            host_name, port = _host_port(host)
+            with_port = own if port is None else {"ansible_port": _Value(port, None, where), **own}
+            picture.add_host(name, host_name, with_port)
+    for child, child_body in children.items():
+        if str(child) not in group.children:
+            group.children.append(str(child))
+        _yaml_group(picture, text, str(child), child_body, (*loc, "children", str(child)))
+
+
+def _shape(picture: _Picture, text: str, loc: tuple[str, ...], reason: str) -> InventoryInvalid:
+    return InventoryInvalid(picture.source, reason, line=line_of(text, loc), key=key_path(loc))
+
+
+def expand_host_range(pattern: str) -> list[str]:
+    """Ansible's host ranges: ``web[01:03]`` -> web01, web02, web03 (zero padding kept);
+    ``db-[a:c]`` -> db-a, db-b, db-c; ``[0:10:5]`` steps by 5. Several ranges multiply.
+
+    :raises ValueError: a range whose ends are of different kinds, reversed, or a zero step.
+    """
+    match = _RANGE.search(pattern)
+    if match is None:
+        return [pattern]
+    start, end, step_text = match.groups()
+    step = int(step_text) if step_text else 1
+    if step < 1:
+        raise ValueError(f"the range [{start}:{end}:{step}] has a zero step")
+    if start.isdigit() and end.isdigit():
+        width = len(start) if start.startswith("0") else 0
+        if int(start) > int(end):
+            raise ValueError(f"the range [{start}:{end}] is reversed")
+        items = [str(i).zfill(width) for i in range(int(start), int(end) + 1, step)]
+    elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
+        if start > end:
+            raise ValueError(f"the range [{start}:{end}] is reversed")
+        items = [chr(c) for c in range(ord(start), ord(end) + 1, step)]
+    else:
+        raise ValueError(f"the range [{start}:{end}] mixes digits and letters or spans several letters")
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    return [head + item + rest for item, rest in itertools.product(items, expand_host_range(tail))]
+
+
+def _expand(pattern: str, source: str, line: int | None) -> list[str]:
+    try:
+        return expand_host_range(pattern)
+    except ValueError as exc:
+        raise InventoryInvalid(source, f"host {pattern}: {exc}", line=line) from None
+
+
+def _host_port(host: str) -> tuple[str, str | None]:
+    """``name:port`` as Ansible writes it; an IPv6 address (several colons) has no port here."""
+    if host.count(":") == 1:
+        name, port = host.split(":")
+        return name, port
+    if host.startswith("[") and "]:" in host:
+        name, port = host[1:].split("]:")
+        return name, port
+    return host, None
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _depths(picture: _Picture) -> dict[str, int]:
+    """Each group's depth below ``all`` (the longest path, so a child is always deeper than its parents)."""
+    depth = {"all": 0}
+    for _ in range(len(picture.groups) + 1):  # relaxation; a cycle is cut by the bound
+        changed = False
+        for name, group in picture.groups.items():
+            for child in group.children:
+                if child != "all" and depth.get(child, -1) < depth.get(name, 0) + 1:
+                    depth[child] = depth.get(name, 0) + 1
+                    changed = True
+        if not changed:
+            break
+    return {name: depth.get(name, 1) for name in picture.groups}
+
+
+def _resolve(picture: _Picture) -> Inventory:
+    parents: dict[str, set[str]] = {}
+    for name, group in picture.groups.items():
+        for child in group.children:
+            parents.setdefault(child, set()).add(name)
+    depth = _depths(picture)
+    order = list(dict.fromkeys(h for g in picture.groups.values() for h in g.hosts))
+    hosts: list[Host] = []
+    notes: list[str] = []
+    for name in order:
+        direct = [g for g, group in picture.groups.items() if name in group.hosts]
+        member: set[str] = set()
+        todo = list(direct)
+        while todo:
+            group_name = todo.pop()
+            if group_name not in member:
+                member.add(group_name)
+                todo.extend(parents.get(group_name, ()))
+        member.discard("all")
+        if member - {"ungrouped"}:
+            member.discard("ungrouped")
+        else:
+            member = {"ungrouped"}
+        ranked = sorted(member, key=lambda g: (depth[g], g))
+        variables: dict[str, _Value] = {}
+        for layer in (picture.groups["all"].vars, *(picture.groups[g].vars for g in ranked), picture.host_vars[name]):
+            variables.update({_ALIASES.get(k, k): v for k, v in layer.items()})
+        connection = variables.get("ansible_connection")
+        if connection is not None and str(connection.value) not in _SSH_CONNECTIONS:
+            notes.append(f"{picture.source}: host {name} left out: ansible_connection={connection.value} is not ssh")
+            continue
+        chosen = {target: variables[var] for var, target in _FIELDS.items() if var in variables}
+        values = {k: (str(v.value) if k != "capacity" else v.value) for k, v in chosen.items()}
+        shown_groups = [g for g in ranked if g != "ungrouped"] or ["ungrouped"]
+        try:
+            hosts.append(
+                Host.model_validate({"name": name, **values, "groups": shown_groups, "sources": (picture.source,)})
+            )
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            target = str(error["loc"][0])
+            origin = chosen.get(target)
+            var = next((v for v, t in _FIELDS.items() if t == target and v in variables), target)
+            line = None if origin is None else origin.line or line_of(picture.text, origin.loc)
+            key = key_path(origin.loc) if origin is not None and origin.loc else None
+            raise InventoryInvalid(picture.source, f"host {name}: {var}: {error['msg']}", line=line, key=key) from None
+    return Inventory(hosts=tuple(hosts), notes=tuple(notes))

@@ -1,0 +1,146 @@
+"""Where the inventory's files are, and reading them (the only module here that touches files).
+
+Our own file is ``--inventory FILE``, else ``$REMOTE_ACP_INVENTORY``, else ``inventory.yaml``
+under the user config directory (``~/.config/remote-acp/`` on Linux). A file named explicitly
+must exist; the default one may be missing (no hosts of ours yet). The ssh_config is
+``--ssh-config FILE`` (must exist), else ``~/.ssh/config`` when there is one. Relative
+``Include`` paths are taken against ``~/.ssh``, as ssh does for a user's config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ..errors import InventoryUnreadable
+from .ansible import parse_ansible
+from .merge import merge
+from .own_file import parse_inventory_yaml
+from .ssh_config import parse_ssh_config
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ..models import Inventory
+    from .ssh_config import IncludeReader
+
+__all__ = [
+    "INVENTORY_ENV",
+    "default_inventory_path",
+    "load_ansible",
+    "load_inventory",
+    "load_ssh_config",
+    "read_text",
+    "write_text",
+]
+
+INVENTORY_ENV: Final = "REMOTE_ACP_INVENTORY"
+
+
+def default_inventory_path(environ: Mapping[str, str] | None = None) -> tuple[Path, bool]:
+    """Our inventory file, and whether someone named it (``$REMOTE_ACP_INVENTORY``) so it must exist."""
+    override = (os.environ if environ is None else environ).get(INVENTORY_ENV)
+    if override:
+        return Path(override).expanduser(), True
+    import platformdirs
+
+    return platformdirs.user_config_path("remote-acp") / "inventory.yaml", False
+
+
+def read_text(path: Path) -> str:
+    """The file's text (UTF-8).
+
+    :raises InventoryUnreadable: missing, a directory, no permission, not UTF-8.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InventoryUnreadable(str(path), f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InventoryUnreadable(str(path), f"cannot read: {exc.strerror or exc}") from None
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it), creating its directory.
+
+    :raises InventoryUnreadable: the directory or the file cannot be written.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # nothing was created when the directory is not one
+            temporary.unlink(missing_ok=True)
+        raise InventoryUnreadable(str(path), f"cannot write: {exc.strerror or exc}") from None
+
+
+def load_ssh_config(path: Path, *, include_dir: Path | None = None) -> Inventory:
+    """The hosts of the ssh_config at ``path``, its ``Include`` files followed (relative paths
+    against ``include_dir``, default ``~/.ssh``).
+
+    :raises InventoryUnreadable: the file or an included one cannot be read.
+    :raises InventoryInvalid: see :func:`~hostinv.inventory.parse_ssh_config`.
+    """
+    base = include_dir if include_dir is not None else Path.home() / ".ssh"
+    return parse_ssh_config(read_text(path), str(path), read_include=_include_reader(base))
+
+
+def _include_reader(base: Path) -> IncludeReader:
+    def read(pattern: str) -> list[tuple[str, str]]:
+        expanded = os.path.expanduser(pattern)
+        if not os.path.isabs(expanded):
+            expanded = str(base / expanded)
+        # ssh skips an Include that matches nothing; a directory matched by a glob is not a config
+        return [(p, read_text(Path(p))) for p in sorted(glob.glob(expanded)) if not os.path.isdir(p)]
+
+    return read
+
+
+def load_ansible(path: Path) -> Inventory:
+    """The hosts of the Ansible inventory at ``path`` (INI or YAML).
+
+    :raises InventoryUnreadable: the file cannot be read.
+    :raises InventoryInvalid: see :func:`~hostinv.inventory.parse_ansible`.
+    """
+    return parse_ansible(read_text(path), str(path))
+
+
+def load_inventory(
+    inventory_file: Path | None = None,
+    *,
+    ssh_config: Path | None = None,
+    use_ssh_config: bool = True,
+    ansible: Sequence[Path] = (),
+    environ: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> Inventory:
+    """The merged view: our file, then the Ansible inventories (those it names, then ``ansible``),
+    then the ssh_config (``ssh_config``, else ``~/.ssh/config`` if present; none when not
+    ``use_ssh_config``). ``home`` stands in for the user's home directory (tests).
+
+    :raises InventoryUnreadable: a file named explicitly (or through the environment) is missing
+        or unreadable, or any file that exists cannot be read.
+    :raises InventoryInvalid: a file's content is invalid (the message names file, line, key).
+    """
+    home = home if home is not None else Path.home()
+    if inventory_file is not None:
+        own_path, required = inventory_file, True
+    else:
+        own_path, required = default_inventory_path(environ)
+    sources: list[Inventory] = []
+    named: list[Path] = []
+    if required or own_path.exists():
+        own = parse_inventory_yaml(read_text(own_path), str(own_path))
+        sources.append(own.inventory)
+        named = [own_path.parent / Path(p).expanduser() for p in own.ansible]
+    sources.extend(load_ansible(p) for p in (*named, *ansible))
+    if use_ssh_config:
+        config = ssh_config if ssh_config is not None else home / ".ssh" / "config"
+        if ssh_config is not None or config.exists():
+            sources.append(load_ssh_config(config, include_dir=home / ".ssh"))
+    return merge(sources)

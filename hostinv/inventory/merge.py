@@ -1,0 +1,41 @@
+"""One view of several inventory sources, with a fixed precedence.
+
+Sources are given highest precedence first (the CLI's order: our own file, then the Ansible
+inventories it names, then the ssh_config). A host named in several sources is one host: each
+field comes from the first source that sets it; ``groups`` are the union (in that order);
+``labels`` and ``ssh_options`` are merged key by key, the first source winning a key; ``sources``
+lists every file that named the host. Hosts keep the order in which the sources, walked in
+precedence order, first name them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..models import Host, Inventory
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["merge"]
+
+_UNION = ("groups", "sources")
+_BY_KEY = ("labels", "ssh_options")
+
+
+def merge(sources: Sequence[Inventory]) -> Inventory:
+    """The merged view of ``sources`` (highest precedence first), their notes kept in order."""
+    fields: dict[str, dict[str, object]] = {}
+    for inventory in sources:
+        for host in inventory.hosts:
+            into = fields.setdefault(host.name, {"name": host.name})
+            for key in host.model_fields_set - {"name"}:
+                value = getattr(host, key)
+                if key in _UNION:
+                    into[key] = tuple(dict.fromkeys([*into.get(key, ()), *value]))  # type: ignore[misc]
+                elif key in _BY_KEY:
+                    into[key] = {**value, **into.get(key, {})}  # type: ignore[dict-item]
+                else:
+                    into.setdefault(key, value)
+    hosts = tuple(Host.model_validate(f) for f in fields.values())
+    return Inventory(hosts=hosts, notes=tuple(note for inventory in sources for note in inventory.notes))
