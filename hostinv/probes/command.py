@@ -1,0 +1,277 @@
+"""The probe as a command: one POSIX sh script that reads a host and prints a report.
+
+The runner opens one channel whose remote command is :data:`PROBE_COMMAND` and writes
+:func:`probe_script` to its stdin. sshd hands the command to the user's login shell (sh, bash,
+zsh, fish, csh...), so the command is one fixed line every shell reads the same way: no quote,
+no ``$``, no data. The script and every byte of data reach ``/bin/sh`` through stdin.
+
+The data (the agent program and the workspace) sit in the script as one line of octal escapes
+(``\\0ooo``, decoded by ``printf %b``) and harmless characters, which decodes to assignments
+quoted by :func:`shlex.quote`: no shell reads a byte of it as code, whatever it holds. A dotfile
+that eats part of stdin can make the report wrong or absent (the parser says so), never run data.
+
+The report (see :mod:`hostinv.probes.parse`) is ``key=value`` lines between :data:`REPORT_HEADER`
+and :data:`REPORT_END`. Every value is escaped on the host (``\\\\``, and ``\\xNN`` for each
+control byte, newlines included), so no output, however hostile, can start a line of its own
+and forge a key. Anything a dotfile prints before the header is not part of the report.
+
+A probe changes nothing on the host: it creates no file (no temporary file, no heredoc), tests
+the workspace with ``test -d``/``test -w`` only, and runs exactly two programs beyond the usual
+read-only tools: ``AGENT --version`` and, when the agent is not on the session's PATH, the login
+shell asked for its PATH. Both are bounded (see :func:`probe_script`) and killed with whatever
+they started (their own session through ``setsid`` where it exists), so none outlives the probe.
+
+Why the login shell is asked for its PATH, not to run ``command -v``: ``tcsh -l`` takes no other
+flag (so no ``-c``), csh has no ``command``, and fish's syntax differs. Every shell reads
+``echo WORD; printenv PATH; echo WORD`` from stdin alike, and ``/bin/sh`` then looks for the
+program in that PATH itself, which also names the directory to add. sh, bash, zsh and ksh are
+asked as interactive login shells (``-i -l``), as an ``ssh`` in by hand starts them: the classic
+"works when I ssh in" is a PATH set in ``~/.bashrc`` after its interactivity guard, or in
+``~/.zshrc``. csh and tcsh read ``~/.cshrc`` in every shell and fish reads ``config.fish`` in
+every shell, so they are asked with ``-l`` alone (``tcsh -l`` refuses other flags).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Final
+
+__all__ = [
+    "EXIT_DATA_INCOMPLETE",
+    "LOGIN_TIMEOUT_S",
+    "MAX_VALUE_CHARS",
+    "PROBE_COMMAND",
+    "REPORT_END",
+    "REPORT_HEADER",
+    "REPORT_VERSION",
+    "VERSION_TIMEOUT_S",
+    "probe_script",
+]
+
+PROBE_COMMAND: Final = "/bin/sh -s"
+"""The remote command of the probe's channel; the script goes on its stdin. Fixed, and read
+alike by every login shell. ``/bin/sh`` by its path: a dotfile may have trimmed PATH."""
+REPORT_VERSION: Final = 1
+REPORT_HEADER: Final = f"#hostinv-probe {REPORT_VERSION}"
+REPORT_END: Final = "#hostinv-probe end"
+EXIT_DATA_INCOMPLETE: Final = 98
+"""The script's data line did not decode whole (stdin was cut or eaten): nothing was probed."""
+VERSION_TIMEOUT_S: Final = 2
+LOGIN_TIMEOUT_S: Final = 3
+MAX_VALUE_CHARS: Final = 1024
+"""Bytes of a value the host escapes and prints; the rest is dropped there."""
+
+# Kept as they are in the data line: none quotes, separates, expands or escapes in any shell.
+_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._,:+=@%-")
+_LOGIN_MARK = "hostinv-login-path"
+
+# The body, after the data line. LC_ALL=C: byte-wise patterns and C number formats in every
+# tool's output. Variables are _hp_*; functions are defined before any output.
+_BODY = r"""
+LC_ALL=C; export LC_ALL
+_hp_nl='
+'
+_hp_sid=
+command -v setsid >/dev/null 2>&1 && _hp_sid=setsid
+_hp_miss=
+
+# _hp_put KEY VALUE: one report line. Each byte stays as it is, but a backslash doubles and a
+# control byte (newline, CR, ESC...) becomes \xNN, so the value cannot end its line.
+_hp_put() {
+  _hp_s=$2 _hp_o= _hp_n=0
+  while [ -n "$_hp_s" ] && [ "$_hp_n" -lt __MAX__ ]; do
+    _hp_r=${_hp_s#?}; _hp_c=${_hp_s%"$_hp_r"}; _hp_s=$_hp_r
+    case $_hp_c in
+      \\) _hp_o="$_hp_o\\\\" ;;
+      [[:cntrl:]]) _hp_o=$_hp_o$(printf '\\x%02x' "'$_hp_c") ;;
+      *) _hp_o=$_hp_o$_hp_c ;;
+    esac
+    _hp_n=$((_hp_n + 1))
+  done
+  printf '%s=%s\n' "$1" "$_hp_o"
+}
+_hp_unavailable() { _hp_miss=${_hp_miss:+$_hp_miss,}$1; }
+_hp_int() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
+
+# _hp_bounded LIMIT STDIN-TEXT COMMAND...: runs COMMAND (stdout and stderr together, stdin the
+# text or /dev/null), prints its output, then a newline and its exit status. Past LIMIT seconds
+# it is killed with SIGKILL (status 137), and its session with it when setsid made one; at the
+# end the session is killed again, for anything the command left behind. The watcher's sleep is
+# killed too when the command ends first, so nothing outlives this function. No timeout(1):
+# it may be missing, and BusyBox's kills the child only.
+_hp_bounded() {
+  _hp_lim=$1 _hp_in=$2; shift 2
+  $_hp_sid /bin/sh -c 'i=$1; shift; if [ -n "$i" ]; then printf "%s\n" "$i" | "$@"; else exec "$@" </dev/null; fi' \
+    hostinv-probe "$_hp_in" "$@" 2>&1 &
+  _hp_p=$!
+  ( _hp_t=; trap '_hp_t=1' TERM
+    sleep "$_hp_lim" </dev/null >/dev/null 2>&1 & _hp_s=$!
+    [ -n "$_hp_t" ] || wait "$_hp_s"
+    if [ -n "$_hp_t" ]; then kill "$_hp_s" 2>/dev/null; exit 0; fi
+    kill -s KILL -- "-$_hp_p" 2>/dev/null; kill -s KILL "$_hp_p" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
+  _hp_w=$!
+  wait "$_hp_p"; _hp_rc=$?
+  kill -TERM "$_hp_w" 2>/dev/null; wait "$_hp_w" 2>/dev/null
+  [ -z "$_hp_sid" ] || kill -s KILL -- "-$_hp_p" 2>/dev/null
+  printf '\n%s' "$_hp_rc"
+}
+# _hp_split OUTPUT: _hp_rc (the status line) and _hp_first (the first non-empty line before it).
+_hp_split() {
+  _hp_rc=${1##*"$_hp_nl"} _hp_b=${1%"$_hp_nl"*} _hp_first=
+  while [ -n "$_hp_b" ] && [ -z "$_hp_first" ]; do
+    _hp_first=${_hp_b%%"$_hp_nl"*}
+    case $_hp_b in *"$_hp_nl"*) _hp_b=${_hp_b#*"$_hp_nl"} ;; *) _hp_b= ;; esac
+  done
+}
+
+printf '%s\n' '__HEADER__'
+
+for _hp_k in os:-s arch:-m kernel:-r; do
+  _hp_v=$(uname "${_hp_k#*:}" 2>/dev/null) || _hp_v=
+  if [ -n "$_hp_v" ]; then _hp_put "${_hp_k%%:*}" "$_hp_v"; else _hp_unavailable "${_hp_k%%:*}"; fi
+done
+
+_hp_from=getconf
+_hp_v=$(getconf _NPROCESSORS_ONLN 2>/dev/null) || _hp_v=
+if ! _hp_int "$_hp_v"; then _hp_from=nproc; _hp_v=$(nproc 2>/dev/null) || _hp_v=; fi
+if ! _hp_int "$_hp_v" && [ -r /proc/cpuinfo ]; then
+  _hp_from=cpuinfo _hp_v=0
+  while IFS= read -r _hp_l; do case $_hp_l in processor*) _hp_v=$((_hp_v + 1)) ;; esac; done </proc/cpuinfo
+  [ "$_hp_v" -gt 0 ] || _hp_v=
+fi
+if _hp_int "$_hp_v"; then _hp_put cores "$_hp_v"; _hp_put cores_from "$_hp_from"; else _hp_unavailable cores; fi
+
+if [ -r /proc/loadavg ] && read -r _hp_a _hp_b _hp_c _hp_r </proc/loadavg; then
+  _hp_put load "$_hp_a $_hp_b $_hp_c"; _hp_put load_from loadavg
+elif _hp_v=$(uptime 2>/dev/null) && case $_hp_v in *'load average'*) true ;; *) false ;; esac; then
+  _hp_put load "${_hp_v##*load average*: }"; _hp_put load_from uptime
+else
+  _hp_unavailable load
+fi
+
+_hp_t= _hp_a=
+if [ -r /proc/meminfo ]; then
+  while read -r _hp_k _hp_v _hp_r; do
+    case $_hp_k in MemTotal:) _hp_t=$_hp_v ;; MemAvailable:) _hp_a=$_hp_v ;; esac
+  done </proc/meminfo
+fi
+if _hp_int "$_hp_t"; then _hp_put mem_total_kib "$_hp_t"; else _hp_unavailable mem_total; fi
+if _hp_int "$_hp_a"; then _hp_put mem_available_kib "$_hp_a"; else _hp_unavailable mem_available; fi
+
+# The workspace as the session's `cd --` sees it: relative to the login directory, no ~. A
+# leading ./ keeps a name starting with - from reading as an option to test or df.
+case $_hp_ws in ''|/*) _hp_wp=$_hp_ws ;; *) _hp_wp=./$_hp_ws ;; esac
+if [ -z "$_hp_ws" ]; then _hp_put workspace unset; _hp_wp=.
+elif [ -d "$_hp_wp" ]; then
+  _hp_put workspace dir
+  if [ -w "$_hp_wp" ] && [ -x "$_hp_wp" ]; then _hp_put workspace_writable yes; else _hp_put workspace_writable no; fi
+elif [ -e "$_hp_wp" ] || [ -h "$_hp_wp" ]; then _hp_put workspace not_dir
+else _hp_put workspace missing
+fi
+# Free space: the field before the capacity column (N%), on the last line, so that a line
+# that df -k without -P wrapped after a long device name still reads right.
+_hp_free=
+if [ -d "$_hp_wp" ]; then
+  _hp_v=$(df -Pk "$_hp_wp" 2>/dev/null) || _hp_v=$(df -k "$_hp_wp" 2>/dev/null) || _hp_v=
+  set -f; set -- ${_hp_v##*"$_hp_nl"}; set +f
+  _hp_prev=
+  for _hp_f do case $_hp_f in *%) _hp_free=$_hp_prev; break ;; esac; _hp_prev=$_hp_f; done
+  if _hp_int "$_hp_free"; then _hp_put disk_free_kib "$_hp_free"; else _hp_unavailable disk_free; fi
+fi
+
+_hp_put path "${PATH-}"
+_hp_put shell "${SHELL-}"
+if _hp_v=$(command -v "$_hp_prog" 2>/dev/null) && [ -n "$_hp_v" ]; then
+  _hp_put agent found
+  _hp_put agent_path "$_hp_v"
+  case $_hp_v in */*) _hp_run=$_hp_v ;; *) _hp_run=$_hp_prog ;; esac
+  _hp_split "$(_hp_bounded __VERSION_S__ '' "$_hp_run" --version)"
+  if [ "$_hp_rc" = 137 ]; then _hp_put agent_run timeout; else _hp_put agent_run "exit:$_hp_rc"; fi
+  [ -z "$_hp_first" ] || _hp_put agent_version "$_hp_first"
+else
+  _hp_put agent missing
+  case $_hp_prog in
+    */*) _hp_put login skipped ;;
+    *)
+      case ${SHELL-} in
+        '') _hp_put login no_shell ;;
+        *csh|*fish) _hp_lf=-l ;;
+        *) _hp_lf='-i -l' ;;
+      esac
+      if [ -n "${SHELL-}" ] && [ ! -x "$SHELL" ]; then _hp_put login no_shell
+      elif [ -n "${SHELL-}" ]; then
+        _hp_out=$(_hp_bounded __LOGIN_S__ 'echo __MARK__; printenv PATH; echo __MARK__' "$SHELL" $_hp_lf)
+        _hp_split "$_hp_out"
+        _hp_lp=${_hp_out#*__MARK__"$_hp_nl"}
+        if [ "$_hp_lp" = "$_hp_out" ]; then
+          if [ "$_hp_rc" = 137 ]; then _hp_put login timeout; else _hp_put login failed; fi
+        else
+          _hp_lp=${_hp_lp%%"$_hp_nl"*}
+          [ "$_hp_lp" != __MARK__ ] || _hp_lp=
+          _hp_put login_path "$_hp_lp"
+          _hp_dir=
+          set -f; _hp_ifs=$IFS; IFS=:
+          for _hp_d in $_hp_lp; do
+            case $_hp_d in /*) ;; *) continue ;; esac
+            if [ -f "$_hp_d/$_hp_prog" ] && [ -x "$_hp_d/$_hp_prog" ]; then _hp_dir=$_hp_d; break; fi
+          done
+          IFS=$_hp_ifs; set +f
+          if [ -n "$_hp_dir" ]; then _hp_put login found; _hp_put login_dir "$_hp_dir"
+          else _hp_put login missing; fi
+        fi
+      fi ;;
+  esac
+fi
+
+_hp_put unavailable "$_hp_miss"
+printf '%s\n' '__END__'
+"""
+
+
+def _data_line(agent_program: str, workspace: str) -> str:
+    raw = "\n".join(
+        [f"_hp_prog={shlex.quote(agent_program)}", f"_hp_ws={shlex.quote(workspace)}", "_hp_complete=1"]
+    ).encode("utf-8", "surrogateescape")
+    return "_hp_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
+
+
+def probe_script(
+    agent_program: str,
+    workspace: str,
+    *,
+    version_timeout_s: int = VERSION_TIMEOUT_S,
+    login_timeout_s: int = LOGIN_TIMEOUT_S,
+) -> str:
+    """The script ``/bin/sh`` reads on stdin (run as :data:`PROBE_COMMAND`), with the data in it.
+
+    ``agent_program``: a name looked up on the PATH a session gets (that of the login shell run
+    non-interactively by sshd, which runs ``/bin/sh``), or a path. ``workspace``: the directory a
+    session would ``cd --`` into, relative to the login directory unless absolute, never
+    expanded (no ``~``); ``""`` checks none. Both are data, whatever bytes they hold (a str
+    with surrogate escapes travels as its original bytes). ``version_timeout_s`` bounds
+    ``AGENT --version``, ``login_timeout_s`` the login shell asked for its PATH (profiles can be
+    slow: nvm, conda); whole seconds, since ``sleep`` may take no fractions.
+
+    :raises ValueError: for an empty agent program, a NUL byte in either (no shell variable can
+        hold one), or a bound that is not a whole number of seconds of at least 1.
+    """
+    if not agent_program:
+        raise ValueError("the agent program must not be empty")
+    if "\0" in agent_program or "\0" in workspace:
+        raise ValueError("the agent program and the workspace must not hold a NUL byte")
+    for what, value in (("version_timeout_s", version_timeout_s), ("login_timeout_s", login_timeout_s)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{what} must be a whole number of seconds, at least 1")
+    decode = (
+        '_hp_d=$(printf \'%b.\' "$_hp_data") && eval "${_hp_d%.}" && [ "${_hp_complete-}" = 1 ] || '
+        f"{{ echo 'hostinv-probe: the probe script did not arrive whole' >&2; exit {EXIT_DATA_INCOMPLETE}; }}"
+    )
+    body = (
+        _BODY.replace("__MAX__", str(MAX_VALUE_CHARS))
+        .replace("__VERSION_S__", str(version_timeout_s))
+        .replace("__LOGIN_S__", str(login_timeout_s))
+        .replace("__MARK__", _LOGIN_MARK)
+        .replace("__HEADER__", REPORT_HEADER)
+        .replace("__END__", REPORT_END)
+    )
+    return "\n".join([_data_line(agent_program, workspace), decode, "unset _hp_data _hp_d _hp_complete"]) + body
