@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -51,7 +51,25 @@ def _absolute(path: str | None) -> str:
         ) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """Sub-commands of their own module (``inventory``) are imported only when named, so
+    ``--version`` never loads them."""
+
+    lazy: Final = {"inventory": ".inventory"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            import importlib
+
+            command: click.Command = getattr(importlib.import_module(self.lazy[cmd_name], __package__), cmd_name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="remote-acp")
 @click.option("--log-level", type=LOG_LEVELS, default="warning", show_default=True, help="Log threshold (stderr).")
 @click.option(

@@ -1,0 +1,208 @@
+"""``remote-acp inventory``: the merged host inventory, listed and imported.
+
+Only click is imported here at start-up; ``hostinv`` (pydantic, yaml), rich and json load when a
+sub-command runs, so ``remote-acp --version`` does not pay for them.
+
+Exit status: 0 done; 2 usage (a selector that is malformed or matches nothing); 10 an inventory
+file cannot be read or written (missing when named, invalid, or an import that would replace an
+existing file without ``--force``); 141 the output was closed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from hostinv import Inventory
+
+__all__ = ["inventory"]
+
+_PATH = click.Path(dir_okay=False)  # a str: pathlib would cost --version several milliseconds
+
+
+class InventoryFileError(click.ClickException):
+    """An inventory file cannot be read or written (exit status 10, as for the command's other local files)."""
+
+    exit_code = EXIT_LOCAL_IO
+
+
+def _inventory_option(f: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--inventory",
+        "inventory_file",
+        type=_PATH,
+        default=None,
+        help="Our inventory file [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
+    )(f)
+
+
+@click.group()
+def inventory() -> None:
+    """The hosts fleet commands can use: our inventory file, merged with the ssh_config's Host
+    entries and Ansible inventories.
+
+    Precedence, field by field: our file, then the Ansible inventories (those it lists under
+    `ansible:`, then --ansible), then the ssh_config.
+    """
+
+
+@inventory.command("list")
+@click.argument("selectors", nargs=-1)
+@_inventory_option
+@click.option("--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config.")
+@click.option("--no-ssh-config", is_flag=True, help="Leave the ssh_config's hosts out.")
+@click.option(
+    "--ansible", type=_PATH, multiple=True, help="Also merge this Ansible inventory (INI or YAML). Repeatable."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per host, stable keys.")
+def list_hosts(
+    selectors: tuple[str, ...],
+    inventory_file: str | None,
+    ssh_config: str | None,
+    no_ssh_config: bool,
+    ansible: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Show the hosts SELECTORS name (default: every host), in inventory order.
+
+    A selector is @group (@all), a glob (build-*), a host name or ssh_config alias, or
+    user@host[:port] / [v6addr]:port for a host in no inventory.
+    """
+    from pathlib import Path
+
+    import hostinv
+
+    merged = _load(
+        lambda: hostinv.load_inventory(
+            _path(inventory_file),
+            ssh_config=_path(ssh_config),
+            use_ssh_config=not no_ssh_config,
+            ansible=[Path(a) for a in ansible],
+        )
+    )
+    try:
+        hosts = hostinv.select(merged, selectors) if selectors else list(merged.hosts)
+    except hostinv.HostinvError as exc:
+        raise click.UsageError(str(exc)) from None
+    _notes(merged)
+    if as_json:
+        from .render import json_line
+
+        _emit("".join(json_line(h.to_json()) + "\n" for h in hosts))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if not hosts:
+        _emit("no hosts in the inventory yet (see `remote-acp inventory import`)\n")
+        return
+    table = Table("host", "destination", "groups", "capacity", "labels", "from", box=None, pad_edge=False)
+    for h in hosts:
+        labels = " ".join(f"{k}={v}" for k, v in h.labels.items())
+        origin = ", ".join(Path(s).name for s in h.sources)
+        # Text, not markup: a '[' in an address or a label is not a style tag
+        table.add_row(*(Text(c) for c in (h.name, h.destination, ",".join(h.groups), str(h.capacity), labels, origin)))
+    try:
+        # a pipe gets whole lines, not a table cut to 80 columns
+        Console(width=None if sys.stdout.isatty() else 1000).print(table)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _gone()
+
+
+@inventory.group("import")
+def import_() -> None:
+    """Write our inventory file from another source (refuses to replace one without --force)."""
+
+
+@import_.command("ansible")
+@click.argument("source", type=_PATH)
+@_inventory_option
+@click.option("--force", is_flag=True, help="Replace an existing inventory file.")
+def import_ansible(source: str, inventory_file: str | None, force: bool) -> None:
+    """Import the hosts of the Ansible inventory SOURCE (INI or YAML): groups, addresses, ports,
+    users, keys, and capacity from remote_acp_capacity."""
+    from pathlib import Path
+
+    import hostinv
+
+    path = Path(source)
+    _write(_load(lambda: hostinv.load_ansible(path)), path, _path(inventory_file), force, "ansible")
+
+
+@import_.command("ssh-config")
+@click.argument("source", type=_PATH, required=False)
+@_inventory_option
+@click.option("--force", is_flag=True, help="Replace an existing inventory file.")
+def import_ssh_config(source: str | None, inventory_file: str | None, force: bool) -> None:
+    """Import the Host aliases (without wildcards) of SOURCE [~/.ssh/config], with the options ssh
+    would use for each (Include followed, Match blocks skipped)."""
+    from pathlib import Path
+
+    import hostinv
+
+    path = Path(source) if source is not None else Path.home() / ".ssh" / "config"
+    _write(_load(lambda: hostinv.load_ssh_config(path)), path, _path(inventory_file), force, "ssh-config")
+
+
+def _path(text: str | None) -> Path | None:
+    from pathlib import Path
+
+    return None if text is None else Path(text)
+
+
+def _load(read: Callable[[], Inventory]) -> Inventory:
+    """``read()``, its file errors as exit status 10 with the message naming file, line and key."""
+    import hostinv
+
+    try:
+        return read()
+    except (hostinv.InventoryInvalid, hostinv.InventoryUnreadable) as exc:
+        raise InventoryFileError(str(exc)) from None
+
+
+def _write(found: Inventory, source: Path, inventory_file: Path | None, force: bool, kind: str) -> None:
+    from hostinv.inventory import default_inventory_path, dump_inventory_yaml, write_text
+
+    target = inventory_file if inventory_file is not None else default_inventory_path()[0]
+    if target.exists() and not force:
+        raise InventoryFileError(f"{target} exists; pass --force to replace it, or --inventory FILE to write elsewhere")
+    _notes(found)
+    header = f"remote-acp inventory, imported from {source} (remote-acp inventory import {kind})"
+    try:
+        write_text(target, dump_inventory_yaml(found, header=header))
+    except OSError as exc:
+        raise InventoryFileError(str(exc)) from None
+    _emit(f"wrote {len(found.hosts)} hosts to {target}\n")
+
+
+def _notes(found: Inventory) -> None:
+    for note in found.notes:
+        click.echo(f"note: {note}", err=True)
+
+
+def _emit(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _gone()
+
+
+def _gone() -> NoReturn:
+    """Whoever read the output went away (``| head``): exit 141 without another failing flush at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
