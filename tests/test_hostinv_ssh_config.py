@@ -77,6 +77,13 @@ def test_include_is_followed_by_the_reader_and_noted_without_one() -> None:
     assert parse_ssh_config("Include x\n", "cfg").notes == ("cfg:1: Include x not followed",)
 
 
+def test_lines_after_an_include_belong_to_the_block_around_it() -> None:
+    text = "Host outer\n  Include extra\n  User after-include\n"
+    inventory = parse_ssh_config(text, "cfg", read_include=lambda p: [("extra", "Host inner\n  Port 2\n")])
+    hosts = {h.name: h for h in inventory.hosts}
+    assert (hosts["outer"].user, hosts["inner"].user, hosts["inner"].port) == ("after-include", None, 2)
+
+
 def test_an_include_loop_is_an_error_not_a_hang() -> None:
     with pytest.raises(InventoryInvalid, match="Include nested too deeply"):
         parse_ssh_config("Include self\n", "cfg", read_include=lambda p: [("cfg", "Include self\n")])

@@ -97,12 +97,15 @@ def _read(
         elif key == "include":
             if depth >= _MAX_DEPTH:
                 raise InventoryInvalid(source, "Include nested too deeply", line=number)
+            current = blocks[-1]
             for pattern in args:
                 if read_include is None:
                     notes.append(f"{source}:{number}: Include {pattern} not followed")
                     continue
                 for inc_source, inc_text in read_include(pattern):
                     _read(inc_text, inc_source, blocks, notes, read_include, depth + 1)
+            if blocks[-1] is not current:  # as in ssh, the lines after an Include belong to the block around it
+                blocks.append(_Block(current.patterns))
         else:
             blocks[-1].options.append((keyword, " ".join(args), source, number))
 
