@@ -200,7 +200,8 @@ else
       esac
       if [ -n "${SHELL-}" ] && [ ! -x "$SHELL" ]; then _hp_put login no_shell
       elif [ -n "${SHELL-}" ]; then
-        _hp_out=$(_hp_bounded __LOGIN_S__ 'echo __MARK__; printenv PATH; echo __MARK__' "$SHELL" $_hp_lf)
+        # The marker is split by "" in what the shell reads: an interactive shell may echo that line.
+        _hp_out=$(_hp_bounded __LOGIN_S__ 'echo __MARK_SPLIT__; printenv PATH; echo __MARK_SPLIT__' "$SHELL" $_hp_lf)
         _hp_split "$_hp_out"
         _hp_lp=${_hp_out#*__MARK__"$_hp_nl"}
         if [ "$_hp_lp" = "$_hp_out" ]; then
@@ -270,6 +271,7 @@ def probe_script(
         _BODY.replace("__MAX__", str(MAX_VALUE_CHARS))
         .replace("__VERSION_S__", str(version_timeout_s))
         .replace("__LOGIN_S__", str(login_timeout_s))
+        .replace("__MARK_SPLIT__", _LOGIN_MARK.replace("-", '""-', 1))
         .replace("__MARK__", _LOGIN_MARK)
         .replace("__HEADER__", REPORT_HEADER)
         .replace("__END__", REPORT_END)

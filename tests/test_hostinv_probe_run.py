@@ -1,0 +1,332 @@
+"""The probe script, run for real by local shells with the script on stdin, as sshd's login would.
+
+Each test builds a small world in a temporary directory (an agent that answers, one that hangs,
+a workspace that is missing or read-only, a login profile that adds a directory to PATH, a PATH
+without ``getconf`` or ``df``) and reads the report through the parser, so script and parser are
+proven together. Every POSIX sh found here runs the main cases: ``/bin/sh``, dash, bash, BusyBox.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hostinv.probes import PROBE_COMMAND, ProbeReport, Verdict, judge_report, parse_report, probe_script
+
+RUN_TIMEOUT_S = 60  # generous: a loaded 2-core machine; the probe itself bounds what it runs
+
+_SHELLS = [
+    pytest.param(argv, id=argv[-1] if len(argv) == 1 else "busybox")
+    for argv in (["/bin/sh"], ["dash"], ["bash"], ["busybox", "sh"])
+    if shutil.which(argv[0])
+]
+
+
+def _tool_dir(root: Path, tools: list[str]) -> Path:
+    """A directory with links to only ``tools``: a host that lacks the others."""
+    bin_dir = root / "tools"
+    bin_dir.mkdir()
+    for tool in tools:
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    return bin_dir
+
+
+def _script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def run_probe(
+    agent: str,
+    workspace: str,
+    *,
+    path: str,
+    shell_argv: list[str] | None = None,
+    login_shell: str = "/bin/sh",
+    home: Path,
+    cwd: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
+    **bounds: int,
+) -> tuple[ProbeReport, str]:
+    """Run the probe as the remote side does: the shell reads the script on stdin."""
+    argv = [*(prefix or []), *(shell_argv or PROBE_COMMAND.split())]
+    if argv[-1] != "-s":
+        argv.append("-s")
+    env = {**os.environ, "PATH": path, "SHELL": login_shell, "HOME": str(home), **(extra_env or {})}
+    done = subprocess.run(
+        argv,
+        input=probe_script(agent, workspace, **bounds).encode(),
+        capture_output=True,
+        env=env,
+        cwd=cwd or home,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, (done.returncode, out, done.stderr)
+    return parse_report(out), out
+
+
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize("shell_argv", _SHELLS)
+def test_an_agent_on_path_answers_with_its_version(tmp_path: Path, shell_argv: list[str]) -> None:
+    bin_dir = tmp_path / "bin"
+    _script(bin_dir / "fake-agent", 'echo ""\necho "fake-agent 1.2.3 ($1)"\necho second line\n')
+    report, _ = run_probe(
+        "fake-agent", str(tmp_path), path=f"{bin_dir}:{SYSTEM_PATH}", home=tmp_path, shell_argv=shell_argv
+    )
+    assert report.agent_found is True
+    assert report.agent_path == str(bin_dir / "fake-agent")
+    assert report.agent_version == "fake-agent 1.2.3 (--version)"
+    assert report.agent_exit == 0 and not report.agent_timed_out
+    assert report.os == os.uname().sysname and report.arch == os.uname().machine
+    assert report.kernel == os.uname().release
+    assert report.cores == os.cpu_count()
+    assert report.load is not None and report.mem_total_kib and report.disk_free_kib
+    assert report.workspace == "dir" and report.workspace_writable is True
+    assert report.garbage_lines == 0 and report.invalid == () and report.unavailable == ()
+    judgement = judge_report(report, "fake-agent", str(tmp_path))
+    assert judgement.verdict is Verdict.READY and "fake-agent 1.2.3" in judgement.message
+
+
+@pytest.mark.parametrize("shell_argv", _SHELLS)
+def test_an_agent_that_hangs_on_version_is_bounded_and_leaves_nothing(tmp_path: Path, shell_argv: list[str]) -> None:
+    # The agent and a child of its own write their PIDs, then hang: both must be gone when the
+    # probe returns, not only once the sleep would have ended.
+    pids = tmp_path / "pids"
+    bin_dir = tmp_path / "bin"
+    _script(bin_dir / "hangs", f"sleep 300 & echo $! >>{pids}\necho $$ >>{pids}\nexec sleep 301\n")
+    report, _ = run_probe("hangs", str(tmp_path), path=f"{bin_dir}:{SYSTEM_PATH}", home=tmp_path, shell_argv=shell_argv)
+    assert report.agent_found is True and report.agent_timed_out is True and report.agent_exit is None
+    recorded = [int(line) for line in pids.read_text().split()]
+    assert len(recorded) == 2
+    for pid in recorded:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+    # Many agents answer --version slowly or not at all and still run: not a failure.
+    assert judge_report(report, "hangs", str(tmp_path)).verdict is Verdict.READY
+
+
+def test_a_hanging_agent_is_bounded_without_setsid(tmp_path: Path) -> None:
+    # A host without setsid: the agent itself is killed (its descendants could not be found).
+    tools = _tool_dir(tmp_path, ["uname", "sleep"])
+    bin_dir = tmp_path / "bin"
+    _script(bin_dir / "hangs", "exec sleep 302\n")
+    report, _ = run_probe("hangs", "", path=f"{bin_dir}:{tools}", home=tmp_path, version_timeout_s=1)
+    assert report.agent_timed_out is True
+
+
+@pytest.mark.parametrize("shell_argv", _SHELLS)
+def test_a_missing_agent_and_workspace(tmp_path: Path, shell_argv: list[str]) -> None:
+    report, _ = run_probe(
+        "no-such-agent",
+        str(tmp_path / "nowhere"),
+        path=SYSTEM_PATH,
+        home=tmp_path,
+        shell_argv=shell_argv,
+        login_shell="/bin/sh",
+    )
+    assert report.agent_found is False and report.agent_path is None and report.agent_version is None
+    assert report.login == "missing" and report.login_dir is None
+    assert report.workspace == "missing" and report.workspace_writable is None
+    assert report.disk_free_kib is None and "disk_free" not in report.unavailable
+    judgement = judge_report(report, "no-such-agent", str(tmp_path / "nowhere"))
+    assert judgement.verdict is Verdict.WORKSPACE_INVALID
+    assert "does not exist" in judgement.message and "agent_not_found" in judgement.message
+    assert judgement.fix and "mkdir -p" in judgement.fix
+
+
+def test_a_workspace_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    report, _ = run_probe("sh", "afile", path=SYSTEM_PATH, home=tmp_path)
+    assert report.workspace == "not_dir"
+    assert judge_report(report, "sh", "afile").verdict is Verdict.WORKSPACE_INVALID
+
+
+def test_a_relative_workspace_is_read_from_the_login_directory(tmp_path: Path) -> None:
+    (tmp_path / "-dash-first").mkdir()
+    report, _ = run_probe("sh", "-dash-first", path=SYSTEM_PATH, home=tmp_path)
+    assert report.workspace == "dir" and report.disk_free_kib
+
+
+@pytest.mark.skipif(not shutil.which("setpriv") or os.geteuid() != 0, reason="needs root and setpriv")
+def test_a_read_only_workspace(tmp_path: Path) -> None:
+    # As root every directory is writable, so the probe runs as nobody against a root-owned one.
+    root = Path(tempfile.mkdtemp(prefix="hostinv-ro-"))
+    try:
+        root.chmod(0o755)
+        workspace = root / "ws"
+        workspace.mkdir(mode=0o755)
+        report, _ = run_probe(
+            "sh",
+            str(workspace),
+            path=SYSTEM_PATH,
+            home=root,
+            cwd=root,
+            prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+        )
+    finally:
+        shutil.rmtree(root)
+    assert report.workspace == "dir" and report.workspace_writable is False
+    judgement = judge_report(report, "sh", str(workspace))
+    assert judgement.verdict is Verdict.WORKSPACE_INVALID and "not writable" in judgement.message
+
+
+# Each login shell, with the agent's directory added where users of that shell add it; sh, bash
+# and zsh in files only an interactive login reads, to prove the probe asks as `ssh host` would.
+_LOGIN_SETUPS = {
+    "bash": {
+        ".bash_profile": ". ~/.bashrc\n",
+        ".bashrc": 'case $- in *i*) ;; *) return ;; esac\nPATH="$PATH:__DIR__"\n',
+    },
+    "dash": {".profile": 'PATH="$PATH:__DIR__"; export PATH\n'},
+    "zsh": {".zshrc": 'path+=("__DIR__")\n'},
+    "ksh": {".profile": 'PATH="$PATH:__DIR__"; export PATH\n'},
+    "fish": {".config/fish/config.fish": 'if status is-login\n  set -gx PATH $PATH "__DIR__"\nend\n'},
+    "tcsh": {".login": 'setenv PATH "${PATH}:__DIR__"\n'},
+    "csh": {".login": 'setenv PATH "${PATH}:__DIR__"\n'},
+}
+
+
+@pytest.mark.parametrize("login", [name for name in _LOGIN_SETUPS if shutil.which(name)])
+def test_an_agent_only_a_login_shell_finds(tmp_path: Path, login: str) -> None:
+    home = tmp_path / "home"
+    agent_dir = tmp_path / "opt agent" / "bin"  # a space: the directory travels as data
+    _script(agent_dir / "late-agent", "echo late 0.1\n")
+    for name, text in _LOGIN_SETUPS[login].items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text.replace("__DIR__", str(agent_dir)))
+    login_shell = shutil.which(login)
+    assert login_shell
+    report, _ = run_probe("late-agent", str(tmp_path), path=SYSTEM_PATH, home=home, login_shell=login_shell)
+    assert report.agent_found is False
+    assert report.login == "found", report
+    assert report.login_dir == str(agent_dir)
+    assert report.login_path and str(agent_dir) in report.login_path
+    judgement = judge_report(report, "late-agent", str(tmp_path))
+    assert judgement.verdict is Verdict.AGENT_NOT_FOUND
+    assert judgement.fix and str(agent_dir) in judgement.fix and "login shell finds it" in judgement.message
+
+
+def test_a_login_shell_that_hangs_is_bounded(tmp_path: Path) -> None:
+    (tmp_path / ".profile").write_text("sleep 303\n")
+    report, _ = run_probe("late-agent", "", path=SYSTEM_PATH, home=tmp_path, login_shell="/bin/sh", login_timeout_s=1)
+    assert report.login == "timeout"
+    judgement = judge_report(report, "late-agent")
+    assert judgement.verdict is Verdict.AGENT_NOT_FOUND and "did not answer in time" in judgement.message
+
+
+def test_a_login_shell_that_runs_no_commands(tmp_path: Path) -> None:
+    nologin = shutil.which("nologin") or shutil.which("false")
+    assert nologin
+    report, _ = run_probe("late-agent", "", path=SYSTEM_PATH, home=tmp_path, login_shell=nologin)
+    assert report.login == "failed"
+
+
+def test_an_agent_that_cannot_start_is_agent_failed(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    (bin_dir).mkdir()
+    agent = bin_dir / "broken"
+    agent.write_text("#!/nonexistent/interpreter\n")
+    agent.chmod(0o755)
+    report, _ = run_probe("broken", "", path=f"{bin_dir}:{SYSTEM_PATH}", home=tmp_path)
+    assert report.agent_found is True and report.agent_exit in (126, 127)
+    assert judge_report(report, "broken").verdict is Verdict.AGENT_FAILED
+
+
+HOSTILE = "x'\"; $(touch PWNED) `touch PWNED2` \\\n$(touch PWNED3)\nos=Evil"
+
+
+@pytest.mark.parametrize("shell_argv", _SHELLS)
+def test_hostile_agent_and_workspace_are_data(tmp_path: Path, shell_argv: list[str]) -> None:
+    # Missing, then present: in both cases nothing in them runs and they arrive byte for byte.
+    report, _ = run_probe(HOSTILE, HOSTILE, path=SYSTEM_PATH, home=tmp_path, shell_argv=shell_argv)
+    assert report.agent_found is False and report.workspace == "missing" and report.os != "Evil"
+    name = HOSTILE.replace("/", "_")
+    (tmp_path / name).mkdir()
+    bin_dir = tmp_path / "bin"
+    # Its version line tries to forge a field and carries a terminal escape and a CR.
+    _script(bin_dir / name, "printf 'v9=1\\033[31m\\r\\nos=Evil\\n#hostinv-probe end\\n'\n")
+    report, out = run_probe(
+        name, name, path=f"{bin_dir}:{SYSTEM_PATH}", home=tmp_path, shell_argv=shell_argv, cwd=tmp_path
+    )
+    # Control characters come back masked: the report is safe to print as it is.
+    assert report.agent_found is True and report.agent_path == str(bin_dir / name).replace("\n", "\ufffd")
+    assert report.workspace == "dir"
+    assert report.agent_version == "v9=1\ufffd[31m"  # CR stripped at the end, ESC masked
+    assert report.os == os.uname().sysname
+    assert "\x1b" not in out
+    assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_a_hostile_path_cannot_forge_a_key(tmp_path: Path) -> None:
+    evil_dir = tmp_path / "a\nagent=found\nos=Evil"
+    evil_dir.mkdir()
+    report, out = run_probe("nothing-here", "", path=f"{evil_dir}:{SYSTEM_PATH}", home=tmp_path)
+    assert report.os == os.uname().sysname and report.agent_found is False
+    assert report.path and report.path.startswith(str(tmp_path) + "/a\ufffdagent=found")
+    assert "\nos=Evil" not in out
+
+
+def test_a_host_without_getconf_df_or_setsid(tmp_path: Path) -> None:
+    # Only uname and sleep: cores come from /proc/cpuinfo, free disk is reported unavailable.
+    tools = _tool_dir(tmp_path, ["uname", "sleep"])
+    bin_dir = tmp_path / "bin"
+    _script(bin_dir / "agent", "echo agent 2.0\n")
+    report, _ = run_probe("agent", str(tmp_path), path=f"{bin_dir}:{tools}", home=tmp_path)
+    assert report.cores == os.cpu_count() and report.cores_from == "cpuinfo"
+    assert report.disk_free_kib is None and report.unavailable == ("disk_free",)
+    assert report.agent_version == "agent 2.0" and report.os
+
+
+def test_a_host_with_no_tools_at_all(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    report, _ = run_probe("agent", str(tmp_path), path=str(empty), home=tmp_path, login_shell="")
+    assert report.os is None and report.arch is None and report.kernel is None
+    assert {"os", "arch", "kernel", "disk_free"} <= set(report.unavailable)
+    assert report.agent_found is False and report.login == "no_shell"
+    assert report.cores == os.cpu_count()  # /proc needs no tool
+    assert report.workspace == "dir"
+
+
+def test_an_odd_locale_changes_nothing(tmp_path: Path) -> None:
+    odd = {"LC_ALL": "de_DE.UTF-8", "LANG": "tr_TR.UTF-8", "LC_NUMERIC": "fr_FR.UTF-8"}
+    report, _ = run_probe("sh", str(tmp_path), path=SYSTEM_PATH, home=tmp_path, extra_env=odd)
+    assert report.load is not None and report.cores and report.disk_free_kib
+    assert report.garbage_lines == 0 and report.invalid == ()
+
+
+def test_the_probe_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / ".profile").write_text("PATH=$PATH:/nowhere\n")
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    run_probe("no-agent", "ws", path=SYSTEM_PATH, home=tmp_path, login_shell="/bin/sh")
+    run_probe("sh", "ws", path=SYSTEM_PATH, home=tmp_path)
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
+
+
+def test_the_script_refuses_what_no_shell_can_hold() -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        probe_script("a\0b", "")
+    with pytest.raises(ValueError, match="empty"):
+        probe_script("", "")
+    with pytest.raises(ValueError, match="seconds"):
+        probe_script("a", "", version_timeout_s=0)
+
+
+def test_the_command_is_the_same_line_for_every_login_shell() -> None:
+    # No quote, $, backslash, ! or newline: fish, csh and sh read it alike.
+    assert not set(PROBE_COMMAND) & set("'\"$\\!\n`;&|")
+    assert "PWNED" not in PROBE_COMMAND
