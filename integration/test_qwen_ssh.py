@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -249,11 +250,15 @@ async def test_environment_reaches_remote_qwen_only_over_stdin(
             assert env.get(MARKER_NAME) == marker
             # It runs on the far side of ssh: sshd gave it the connection it came through.
             assert env.get("SSH_CONNECTION", "").split()[2:3] == [lab.address], env.get("SSH_CONNECTION")
-    # The variables went down the ssh's stdin, as the one line ahead of the protocol...
-    preamble, newline, protocol = bytes(wire.sent).partition(b"\n")
-    assert newline and preamble.startswith(b"export ")
-    assert f"OPENAI_API_KEY={key}".encode() in preamble
-    assert f"HOME={remote_env.home}".encode() in preamble
+    # The variables went down the ssh's stdin, in the session script ahead of the protocol (its
+    # data line, octal-escaped), then the go-ahead...
+    sent = bytes(wire.sent)
+    at = sent.index(b'{"jsonrpc"')
+    script, protocol = sent[:at], sent[at:]
+    assert script.endswith(b"go\n") and b"\n_ra_data='" in script
+    data = script.split(b"\n_ra_data='", 1)[1].split(b"'", 1)[0]
+    decoded = re.sub(rb"\\0([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), data)
+    assert key.encode() in decoded and str(remote_env.home).encode() in decoded
     assert key.encode() not in protocol
     assert json.loads(protocol.splitlines()[0])["method"] == "initialize"
     # ...and the remote qwen really used them: every model call carried the key...
