@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def run_probe(
     cwd: Path | None = None,
     extra_env: dict[str, str] | None = None,
     prefix: list[str] | None = None,
-    **bounds: int,
+    **options: int | bool,
 ) -> tuple[ProbeReport, str]:
     """Run the probe as the remote side does: the shell reads the script on stdin."""
     argv = [*(prefix or []), *(shell_argv or PROBE_COMMAND.split())]
@@ -65,7 +66,7 @@ def run_probe(
     env = {**os.environ, "PATH": path, "SHELL": login_shell, "HOME": str(home), **(extra_env or {})}
     done = subprocess.run(
         argv,
-        input=probe_script(agent, workspace, **bounds).encode(),
+        input=probe_script(agent, workspace, **options).encode(),  # type: ignore[arg-type]
         capture_output=True,
         env=env,
         cwd=cwd or home,
@@ -219,6 +220,19 @@ def test_an_agent_only_a_login_shell_finds(tmp_path: Path, login: str) -> None:
     assert judgement.fix and str(agent_dir) in judgement.fix and "login shell finds it" in judgement.message
 
 
+def test_the_login_lookup_can_be_turned_off_and_is_skipped_for_a_path(tmp_path: Path) -> None:
+    # A profile that would find the agent, and leave a trace if it ran.
+    (tmp_path / ".profile").write_text(f"touch {tmp_path}/PROFILE-RAN\nPATH=$PATH:{tmp_path}\n")
+    _script(tmp_path / "late-agent", "echo late\n")
+    report, _ = run_probe("late-agent", "", path=SYSTEM_PATH, home=tmp_path, login_lookup=False)
+    assert report.agent_found is False and report.login == "skipped" and report.login_path is None
+    report, _ = run_probe("./no/such/agent", "", path=SYSTEM_PATH, home=tmp_path)
+    assert report.agent_found is False and report.login == "skipped"
+    assert not (tmp_path / "PROFILE-RAN").exists()
+    report, _ = run_probe("late-agent", "", path=SYSTEM_PATH, home=tmp_path)
+    assert report.login == "found" and (tmp_path / "PROFILE-RAN").exists()  # the control: it would have
+
+
 def test_a_login_shell_that_hangs_is_bounded(tmp_path: Path) -> None:
     (tmp_path / ".profile").write_text("sleep 303\n")
     report, _ = run_probe("late-agent", "", path=SYSTEM_PATH, home=tmp_path, login_shell="/bin/sh", login_timeout_s=1)
@@ -330,3 +344,16 @@ def test_the_command_is_the_same_line_for_every_login_shell() -> None:
     # No quote, $, backslash, ! or newline: fish, csh and sh read it alike.
     assert not set(PROBE_COMMAND) & set("'\"$\\!\n`;&|")
     assert "PWNED" not in PROBE_COMMAND
+
+
+def test_the_probe_modules_import_nothing_of_remote_acp_or_asyncssh() -> None:
+    # DESIGN §2: hostinv never imports remote_acp; asyncssh is imported lazily, by the runner only.
+    code = (
+        "import sys, hostinv.probes; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('remote_acp', 'asyncssh')); "
+        "print(bad)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -190,8 +190,9 @@ if _hp_v=$(command -v "$_hp_prog" 2>/dev/null) && [ -n "$_hp_v" ]; then
   [ -z "$_hp_first" ] || _hp_put agent_version "$_hp_first"
 else
   _hp_put agent missing
-  case $_hp_prog in
-    */*) _hp_put login skipped ;;
+  case $_hp_prog in */*) _hp_login= ;; esac  # a path: PATH plays no part
+  case $_hp_login in
+    '') _hp_put login skipped ;;
     *)
       case ${SHELL-} in
         '') _hp_put login no_shell ;;
@@ -211,12 +212,12 @@ else
           [ "$_hp_lp" != __MARK__ ] || _hp_lp=
           _hp_put login_path "$_hp_lp"
           _hp_dir=
-          set -f; _hp_ifs=$IFS; IFS=:
+          set -f; IFS=:
           for _hp_d in $_hp_lp; do
             case $_hp_d in /*) ;; *) continue ;; esac
             if [ -f "$_hp_d/$_hp_prog" ] && [ -x "$_hp_d/$_hp_prog" ]; then _hp_dir=$_hp_d; break; fi
           done
-          IFS=$_hp_ifs; set +f
+          unset IFS; set +f  # sh starts with IFS unset: the default
           if [ -n "$_hp_dir" ]; then _hp_put login found; _hp_put login_dir "$_hp_dir"
           else _hp_put login missing; fi
         fi
@@ -229,9 +230,14 @@ printf '%s\n' '__END__'
 """
 
 
-def _data_line(agent_program: str, workspace: str) -> str:
+def _data_line(agent_program: str, workspace: str, login_lookup: bool) -> str:
     raw = "\n".join(
-        [f"_hp_prog={shlex.quote(agent_program)}", f"_hp_ws={shlex.quote(workspace)}", "_hp_complete=1"]
+        [
+            f"_hp_prog={shlex.quote(agent_program)}",
+            f"_hp_ws={shlex.quote(workspace)}",
+            f"_hp_login={'1' if login_lookup else ''}",
+            "_hp_complete=1",
+        ]
     ).encode("utf-8", "surrogateescape")
     return "_hp_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
 
@@ -242,6 +248,7 @@ def probe_script(
     *,
     version_timeout_s: int = VERSION_TIMEOUT_S,
     login_timeout_s: int = LOGIN_TIMEOUT_S,
+    login_lookup: bool = True,
 ) -> str:
     """The script ``/bin/sh`` reads on stdin (run as :data:`PROBE_COMMAND`), with the data in it.
 
@@ -251,7 +258,11 @@ def probe_script(
     expanded (no ``~``); ``""`` checks none. Both are data, whatever bytes they hold (a str
     with surrogate escapes travels as its original bytes). ``version_timeout_s`` bounds
     ``AGENT --version``, ``login_timeout_s`` the login shell asked for its PATH (profiles can be
-    slow: nvm, conda); whole seconds, since ``sleep`` may take no fractions.
+    slow: nvm, conda); whole seconds, since ``sleep`` may take no fractions. ``login_lookup``:
+    whether to ask the login shell at all when the agent is not on the session's PATH; it is the
+    one thing a probe runs that the user's dotfiles control (a profile can start an ``ssh-agent``
+    that outlives it in a session of its own), so a caller that must run nothing of theirs turns
+    it off (the report then says ``login=skipped``).
 
     :raises ValueError: for an empty agent program, a NUL byte in either (no shell variable can
         hold one), or a bound that is not a whole number of seconds of at least 1.
@@ -276,4 +287,7 @@ def probe_script(
         .replace("__HEADER__", REPORT_HEADER)
         .replace("__END__", REPORT_END)
     )
-    return "\n".join([_data_line(agent_program, workspace), decode, "unset _hp_data _hp_d _hp_complete"]) + body
+    return (
+        "\n".join([_data_line(agent_program, workspace, login_lookup), decode, "unset _hp_data _hp_d _hp_complete"])
+        + body
+    )
