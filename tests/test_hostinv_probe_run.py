@@ -120,10 +120,10 @@ def test_an_agent_that_hangs_on_version_is_bounded_and_leaves_nothing(tmp_path: 
 
 
 def test_a_hanging_agent_is_bounded_without_setsid(tmp_path: Path) -> None:
-    # A host without setsid: the agent itself is killed (its descendants could not be found).
-    tools = _tool_dir(tmp_path, ["uname", "sleep"])
+    # A host without setsid: the agent and its children are found by their parent (pkill -P).
+    tools = _tool_dir(tmp_path, ["uname", "sleep", "pkill"])
     bin_dir = tmp_path / "bin"
-    _script(bin_dir / "hangs", "exec sleep 302\n")
+    _script(bin_dir / "hangs", "sleep 304 &\nexec sleep 302\n")
     report, _ = run_probe("hangs", "", path=f"{bin_dir}:{tools}", home=tmp_path, version_timeout_s=1)
     assert report.agent_timed_out is True
 

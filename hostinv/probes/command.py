@@ -96,9 +96,11 @@ _hp_int() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
 # _hp_bounded LIMIT STDIN-TEXT COMMAND...: runs COMMAND (stdout and stderr together, stdin the
 # text or /dev/null), prints its output, then a newline and its exit status. Past LIMIT seconds
 # it is killed with SIGKILL (status 137), and its session with it when setsid made one; at the
-# end the session is killed again, for anything the command left behind. The watcher's sleep is
-# killed too when the command ends first, so nothing outlives this function. No timeout(1):
-# it may be missing, and BusyBox's kills the child only.
+# end the session is killed again, for anything the command left behind. Without setsid (macOS,
+# a trimmed host) only the command and its children (pkill -P) can be found: a grandchild that
+# holds the output open keeps the probe waiting until the runner's own timeout. The watcher's
+# sleep is killed too when the command ends first, so nothing outlives this function. No
+# timeout(1): it may be missing, and BusyBox's kills the child only.
 _hp_bounded() {
   _hp_lim=$1 _hp_in=$2; shift 2
   $_hp_sid /bin/sh -c 'i=$1; shift; if [ -n "$i" ]; then printf "%s\n" "$i" | "$@"; else exec "$@" </dev/null; fi' \
@@ -108,6 +110,7 @@ _hp_bounded() {
     sleep "$_hp_lim" </dev/null >/dev/null 2>&1 & _hp_s=$!
     [ -n "$_hp_t" ] || wait "$_hp_s"
     if [ -n "$_hp_t" ]; then kill "$_hp_s" 2>/dev/null; exit 0; fi
+    [ -n "$_hp_sid" ] || pkill -KILL -P "$_hp_p" 2>/dev/null
     kill -s KILL -- "-$_hp_p" 2>/dev/null; kill -s KILL "$_hp_p" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
   _hp_w=$!
   wait "$_hp_p"; _hp_rc=$?
