@@ -102,6 +102,18 @@ def test_an_agent_on_path_answers_with_its_version(tmp_path: Path, shell_argv: l
     assert judgement.verdict is Verdict.READY and "fake-agent 1.2.3" in judgement.message
 
 
+def test_a_runtime_warning_before_the_version_is_passed_over(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    warning = "(node:4242) [DEP0040] DeprecationWarning: The `punycode` module is deprecated."
+    hint = "(Use `node --trace-deprecation ...` to show where the warning was created)"
+    _script(bin_dir / "node-agent", f"echo '{warning}' >&2\necho '{hint}' >&2\necho 0.0.14\n")
+    _script(bin_dir / "only-warns", f"echo '{warning}' >&2\n")
+    report, _ = run_probe("node-agent", "", path=f"{bin_dir}:{SYSTEM_PATH}", home=tmp_path)
+    assert report.agent_version == "0.0.14"
+    report, _ = run_probe("only-warns", "", path=f"{bin_dir}:{SYSTEM_PATH}", home=tmp_path)
+    assert report.agent_version == warning
+
+
 @pytest.mark.parametrize("shell_argv", _SHELLS)
 def test_an_agent_that_hangs_on_version_is_bounded_and_leaves_nothing(tmp_path: Path, shell_argv: list[str]) -> None:
     # The agent and a child of its own write their PIDs, then hang: both must be gone when the

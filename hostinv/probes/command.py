@@ -118,13 +118,18 @@ _hp_bounded() {
   [ -z "$_hp_sid" ] || kill -s KILL -- "-$_hp_p" 2>/dev/null
   printf '\n%s' "$_hp_rc"
 }
-# _hp_split OUTPUT: _hp_rc (the status line) and _hp_first (the first non-empty line before it).
+# _hp_split OUTPUT: _hp_rc (the status line) and _hp_first, the first non-empty line before it
+# that is not a runtime's warning (Node prints "(node:PID) [DEP0040] DeprecationWarning: ..." on
+# stderr ahead of many agents' version), or else the first non-empty line.
 _hp_split() {
-  _hp_rc=${1##*"$_hp_nl"} _hp_b=${1%"$_hp_nl"*} _hp_first=
+  _hp_rc=${1##*"$_hp_nl"} _hp_b=${1%"$_hp_nl"*} _hp_first= _hp_any=
   while [ -n "$_hp_b" ] && [ -z "$_hp_first" ]; do
-    _hp_first=${_hp_b%%"$_hp_nl"*}
+    _hp_l=${_hp_b%%"$_hp_nl"*}
     case $_hp_b in *"$_hp_nl"*) _hp_b=${_hp_b#*"$_hp_nl"} ;; *) _hp_b= ;; esac
+    [ -n "$_hp_any" ] || _hp_any=$_hp_l
+    case $_hp_l in ''|'(node:'*|*Warning:*|'(Use `node --trace-'*) ;; *) _hp_first=$_hp_l ;; esac
   done
+  [ -n "$_hp_first" ] || _hp_first=$_hp_any
 }
 
 printf '%s\n' '__HEADER__'
