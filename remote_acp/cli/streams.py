@@ -147,18 +147,13 @@ class OutputStream:
         import anyio
 
         delay = _POLL_MIN_S
-        while True:
-            with self._cond:
-                if self._error is not None:
-                    raise OutputError(self._error)
-                if self._pending < _BUFFER_BYTES:
-                    self._append(data)
-                    return True
+        while not self.try_write(data):
             if self._patience.gone or time.monotonic() >= self._patience.deadline:
                 self.dropped += 1
                 return False
             await anyio.sleep(delay)
             delay = min(delay * 2, _POLL_MAX_S)
+        return True
 
     def offer(self, data: bytes) -> None:
         """Append ``data`` if there is room, else drop it (counted); never raises or waits: for
