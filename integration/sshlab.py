@@ -110,6 +110,7 @@ class SshLab:
         self.authorized_keys = root / "authorized_keys"
         self._namespaces: list[str] = []
         self._links: list[str] = []
+        self.hidden: list[SshHost] = []
         self.max_startups = "200:30:300"
 
     def start(self, count: int = 3, *, namespaced: bool = True, max_startups: str = "200:30:300") -> SshLab:
@@ -236,8 +237,38 @@ class SshLab:
         path.write_text(text)
         return path
 
+    def start_hidden(self, alias: str) -> SshHost:
+        """One more host, reachable only through the namespaced host: an sshd on the namespace's
+        own loopback (``127.0.0.1`` there), which nothing outside the namespace can reach, so a
+        connection to it proves that the namespaced host was the jump host. Not in ``hosts``, the
+        lab's ssh_config or its known_hosts (see :meth:`hidden_config_block`); stopped by
+        :meth:`stop`."""
+        behind = self.namespaced
+        port = free_port("127.0.0.1")  # free here; the namespace's loopback is empty anyway
+        host = self._host(alias, "127.0.0.1", port, behind.namespace)
+        self.hidden.append(host)
+        self._start_sshd(host)
+        return host
+
+    def hidden_config_block(self, host: SshHost) -> str:
+        """An ssh_config block that reaches a :meth:`start_hidden` host through the namespaced host."""
+        return (
+            f"Host {host.alias}\n  HostName {host.address}\n  Port {host.port}\n"
+            f"  ProxyJump {self.namespaced.alias}\n  User root\n  IdentityFile {self.client_key}\n"
+            f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
+        )
+
+    @staticmethod
+    def other_key_line(host: SshHost, root: Path) -> str:
+        """A known_hosts line for ``host`` with a key it does not have (a "changed" key)."""
+        other = root / f"other_{host.alias}_ed25519"
+        if not other.exists():
+            keygen(other)
+        key = " ".join(other.with_suffix(".pub").read_text().split()[:2])
+        return f"[{host.address}]:{host.port} {key}"
+
     def stop(self) -> None:
-        for host in self.hosts:
+        for host in [*self.hosts, *self.hidden]:
             if host.process is None:
                 continue
             tree = process_tree.descendants(host.process.pid)

@@ -2,7 +2,7 @@
 
 :mod:`.command` builds the script (data travel inside it, never as code), :mod:`.parse` reads its
 report without I/O, and :mod:`.verdicts` turns a report into one verdict a person can act on.
-Nothing here opens a connection: the runner sends :func:`probe_script` to :data:`PROBE_COMMAND`'s
+The runner (:mod:`.runner`, asyncssh imported on first use) sends :func:`probe_script` to :data:`PROBE_COMMAND`'s
 stdin over one channel and hands its stdout to :func:`parse_report`.
 """
 
@@ -15,6 +15,7 @@ from .parse import (
     UnsupportedReportError,
     parse_report,
 )
+from .runner import HostKeyCheck, HostProbe, ProbeSettings, judge_connect_error, probe_host, probe_hosts
 from .verdicts import CONNECTION_VERDICTS, MEANING, SEED_READINESS, Judgement, Verdict, judge_probe_error, judge_report
 
 __all__ = [
@@ -24,15 +25,21 @@ __all__ = [
     "REPORT_END",
     "REPORT_HEADER",
     "SEED_READINESS",
+    "HostKeyCheck",
+    "HostProbe",
     "Judgement",
     "NoReportError",
     "ProbeReport",
     "ProbeReportError",
+    "ProbeSettings",
     "ReportCutShortError",
     "UnsupportedReportError",
     "Verdict",
+    "judge_connect_error",
     "judge_probe_error",
     "judge_report",
     "parse_report",
+    "probe_host",
+    "probe_hosts",
     "probe_script",
 ]
