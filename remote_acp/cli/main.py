@@ -52,10 +52,10 @@ def _absolute(path: str | None) -> str:
 
 
 class _Commands(click.Group):
-    """Sub-commands of their own module (``inventory``) are imported only when named, so
+    """Sub-commands of their own module (``check``, ``inventory``) are imported only when named, so
     ``--version`` never loads them."""
 
-    lazy: Final = {"inventory": ".inventory"}
+    lazy: Final = {"check": ".check", "inventory": ".inventory"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])

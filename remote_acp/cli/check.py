@@ -1,0 +1,291 @@
+"""``remote-acp check host``: can each host of a selection run this agent now, and if not, why?
+
+Only click is imported at start-up; ``hostinv``, the session machinery, rich and (when probing)
+asyncssh load when the command runs, so ``remote-acp --version`` does not pay for them.
+
+Exit status: 0 every host is ready; 20 some hosts could not be logged in to (unreachable,
+auth_failed, host_key_unknown, host_key_changed) and every host reached is ready; 21 some host
+that was reached is not ready (any other verdict); 2 usage (a selector that is malformed or
+matches nothing, a bad option); 10 an inventory file cannot be read; 130 interrupted; 141 the
+output was closed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import click
+
+from .inventory import _PATH, InventoryFileError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.progress import Progress
+
+    from hostinv import Host
+
+    from ..fleet import HostCheck, ProbeResult
+    from ..options import SessionOptions
+    from ..targets.ssh import SshSettings
+
+__all__ = ["check", "render_json", "render_table"]
+
+_PER_HOST_STARTS = 3
+"""Handshakes starting on one host at once: well below sshd's default MaxStartups (10), which
+drops connections that have not yet logged in beyond it."""
+
+
+@click.group()
+def check() -> None:
+    """Check that hosts can run an agent."""
+
+
+@check.command("host")
+@click.argument("selectors", nargs=-1, required=True)
+@click.option("--agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
+@click.option("--workspace", required=True, help="Directory on the hosts the agent works in (absolute).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per host, stable keys.")
+@click.option("--no-handshake", is_flag=True, help="Probe only: do not start the agent.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=32, show_default=True, help="Hosts checked at once.")
+@click.option(
+    "--inventory",
+    "inventory_file",
+    type=_PATH,
+    default=None,
+    help="Our inventory file [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
+)
+@click.option("--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config.")
+@click.option(
+    "--host-key-policy",
+    type=click.Choice(["accept-new", "yes"], case_sensitive=False),
+    default=None,
+    help="Unknown host keys: accept-new adds them to known_hosts, yes refuses them [accept-new].",
+)
+@click.option("--connect-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds.")
+@click.option(
+    "--handshake-timeout-ms",
+    type=click.IntRange(min=1),
+    default=30_000,
+    show_default=True,
+    help="Bound of initialize and of session/new, each.",
+)
+@click.option(
+    "--max-age",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Reuse probe results at most this many seconds old (0: probe every host).",
+)
+def check_host(
+    selectors: tuple[str, ...],
+    agent: str,
+    workspace: str,
+    as_json: bool,
+    no_handshake: bool,
+    concurrency: int,
+    inventory_file: str | None,
+    ssh_config: str | None,
+    host_key_policy: str | None,
+    connect_timeout: float,
+    handshake_timeout_ms: int,
+    max_age: float,
+) -> None:
+    """Check whether the hosts SELECTORS name can run AGENT in WORKSPACE now, and why not.
+
+    Each host is probed over ssh (login, workspace, agent on the session's PATH, OS, load), then,
+    unless --no-handshake, the agent is started the way a session starts it (initialize and
+    session/new) and stopped. One verdict per host, in inventory order.
+
+    A selector is @group (@all), a glob (build-*), a host name or ssh_config alias, or
+    user@host[:port] / [v6addr]:port for a host in no inventory.
+
+    Exit status: 0 every host ready; 20 some hosts not reached (unreachable, auth_failed,
+    host_key_*) and the others ready; 21 some host reached is not ready; 2 usage error;
+    10 an inventory file cannot be read; 141 the output was closed.
+    """
+    import os
+    import shlex
+
+    import anyio
+
+    import hostinv
+
+    from ..fleet import exit_status
+    from ..options import SessionOptions as Options
+    from ..targets.ssh import SshSettings as Settings
+    from .inventory import _load, _notes, _path
+
+    try:
+        words = shlex.split(agent)
+    except ValueError as exc:
+        raise click.UsageError(f"--agent does not read as a command: {exc}") from None
+    if not words or "\0" in agent:
+        raise click.UsageError("--agent is empty")
+    if not workspace.startswith("/") or "\0" in workspace:
+        raise click.UsageError("--workspace must be an absolute path (a directory on the hosts)")
+    if ssh_config is not None and ssh_config.lower() != "none" and not os.path.isfile(ssh_config):
+        raise click.UsageError(f"the ssh config file {ssh_config} does not exist")
+    merged = _load(lambda: hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config)))
+    try:
+        hosts = hostinv.select(merged, selectors)
+    except hostinv.HostinvError as exc:
+        raise click.UsageError(str(exc)) from None
+    _notes(merged)
+    options = Options(command=agent, read_timeout_ms=handshake_timeout_ms, initialize_floor_ms=handshake_timeout_ms)
+    policy = host_key_policy.lower() if host_key_policy else None
+    settings = Settings(
+        host_key_policy=policy,  # type: ignore[arg-type]  # one of the choices above
+        config_file=ssh_config,
+        connect_timeout_s=max(1, math.ceil(connect_timeout)),
+        max_concurrent_starts=_PER_HOST_STARTS,
+    )
+    request = _Request(
+        hosts=hosts,
+        program=words[0],
+        workspace=workspace,
+        options=options,
+        settings=settings,
+        handshake=not no_handshake,
+        concurrency=concurrency,
+        connect_timeout=connect_timeout,
+        policy=policy,
+        max_age=max_age,
+        progress=sys.stderr.isatty(),
+    )
+    checks = anyio.run(_check, request)
+    try:
+        if as_json:
+            sys.stdout.write(render_json(checks))
+        else:
+            from rich.console import Console
+
+            # a pipe gets whole lines, not a table cut to 80 columns
+            Console(width=None if sys.stdout.isatty() else 1000).print(render_table(checks))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from .inventory import _gone
+
+        _gone()
+    except OSError as exc:
+        raise InventoryFileError(f"cannot write the output: {exc}") from None
+    sys.exit(exit_status(checks))
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    hosts: list[Host]
+    program: str
+    workspace: str
+    options: SessionOptions
+    settings: SshSettings
+    handshake: bool
+    concurrency: int
+    connect_timeout: float
+    policy: str | None
+    max_age: float
+    progress: bool
+
+
+async def _check(request: _Request) -> list[HostCheck]:
+    from hostinv.probes import HostProbe, ProbeSettings, Verdict, probe_hosts
+
+    from ..fleet.cache import ProbeCache
+    from ..fleet.check import check_hosts
+
+    probe_settings = ProbeSettings(
+        connect_timeout_s=request.connect_timeout,
+        ssh_config=request.settings.config_file,
+        host_key_policy="yes" if request.policy == "yes" else "accept-new",
+    )
+    cache = ProbeCache(context=repr(probe_settings))
+    progress = _progress(len(request.hosts)) if request.progress else None
+    finished: set[str] = set()
+    failing: set[str] = set()
+
+    def seen(name: str, ready: bool, final: bool) -> None:
+        if not ready:
+            failing.add(name)
+        if final or not ready:
+            finished.add(name)
+        if progress is not None:
+            progress.update(
+                progress.task_ids[0],
+                completed=len(finished),
+                description=f"hosts checked, {len(failing)} failing",
+            )
+
+    def probed(result: HostProbe) -> None:
+        seen(result.host.name, result.verdict is Verdict.READY, not request.handshake)
+
+    async def probe(hosts: list[Host]) -> Sequence[ProbeResult]:
+        return await probe_hosts(
+            hosts,
+            request.program,
+            request.workspace,
+            probe_settings,
+            concurrency=request.concurrency,
+            on_done=probed,
+        )
+
+    if progress is not None:
+        progress.start()
+    try:
+        return await check_hosts(
+            request.hosts,
+            request.options,
+            request.workspace,
+            settings=request.settings,
+            probe=probe,
+            handshake=request.handshake,
+            concurrency=request.concurrency,
+            cache=cache,
+            max_age_s=request.max_age,
+            agent_program=request.program,
+            on_done=lambda c: seen(c.host.name, c.ready, True),
+        )
+    finally:
+        if progress is not None:
+            progress.stop()
+
+
+def _progress(total: int) -> Progress:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    progress.add_task("hosts checked, 0 failing", total=total)
+    return progress
+
+
+def render_json(checks: Sequence[HostCheck]) -> str:
+    """One line of ASCII JSON per host, in the order given."""
+    from .render import json_line
+
+    return "".join(json_line(c.to_json()) + "\n" for c in checks)
+
+
+def render_table(checks: Sequence[HostCheck]) -> object:
+    """The rich table of the checks (cells as text: a '[' in a message is no style tag)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..fleet.report import TABLE_COLUMNS, table_rows
+
+    styles = {"ready": "green", "unreachable": "red", "auth_failed": "red"}
+    table = Table(*TABLE_COLUMNS, box=None, pad_edge=False)
+    for row in table_rows(checks):
+        cells = [Text(cell) for cell in row]
+        cells[1].stylize(styles.get(row[1], "yellow"))
+        table.add_row(*cells)
+    return table

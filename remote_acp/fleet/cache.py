@@ -1,0 +1,117 @@
+"""Probe results kept with their age, so a check run soon after another can reuse them.
+
+One JSON file per host, agent, workspace and probe settings (named by a hash of them) under
+``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``. Only
+the probe is kept, never a handshake: whether an agent answers is asked each time. An entry that
+does not read (another version's, a torn write) is a miss, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hostinv.probes import ProbeReport, Verdict
+
+if TYPE_CHECKING:
+    from hostinv import Host
+
+    from .report import ProbeResult
+
+__all__ = ["CachedProbe", "ProbeCache", "probe_cache_dir"]
+
+_TUPLES = ("load", "unavailable", "invalid")
+
+
+def probe_cache_dir() -> Path:
+    """``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``."""
+    from ..targets.ssh_config import CACHE_DIR_VARIABLE
+
+    override = os.environ.get(CACHE_DIR_VARIABLE)
+    if override:
+        return Path(override) / "probes"
+    import platformdirs
+
+    return platformdirs.user_cache_path("remote-acp") / "probes"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedProbe:
+    """A probe read back from the cache; ``age_s``: seconds since it ran."""
+
+    host: Host
+    verdict: Verdict
+    message: str
+    fix: str | None
+    report: ProbeReport | None
+    latency_s: float
+    age_s: float
+
+
+class ProbeCache:
+    """Probe results by host, agent, workspace and settings (``context``: the settings that change
+    what a probe finds, as text)."""
+
+    def __init__(self, directory: Path | None = None, *, context: str = "") -> None:
+        self.directory = directory if directory is not None else probe_cache_dir()
+        self._context = context
+
+    def _path(self, host: Host, agent: str, workspace: str) -> Path:
+        fields = {k: v for k, v in host.to_json().items() if k != "sources"}
+        key = json.dumps([fields, agent, workspace, self._context], sort_keys=True, default=str)
+        return self.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+    def get(self, host: Host, agent: str, workspace: str, *, max_age_s: float) -> CachedProbe | None:
+        """The probe kept for these, when it is at most ``max_age_s`` old; else ``None``."""
+        if max_age_s <= 0:
+            return None
+        try:
+            data = json.loads(self._path(host, agent, workspace).read_text(encoding="utf-8"))
+            age = time.time() - float(data["at"])
+            if not 0 <= age <= max_age_s:
+                return None
+            raw = data["report"]
+            report = None if raw is None else ProbeReport(**{k: _thaw(k, v) for k, v in raw.items()})
+            return CachedProbe(
+                host, Verdict(data["verdict"]), str(data["message"]), data["fix"], report, float(data["latency_s"]), age
+            )
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def put(self, probe: ProbeResult, agent: str, workspace: str) -> None:
+        """Keep ``probe`` (written atomically).
+
+        :raises OSError: the cache directory cannot be written.
+        """
+        report = None if probe.report is None else dataclasses.asdict(probe.report)
+        entry = {
+            "at": time.time(),
+            "verdict": probe.verdict.value,
+            "message": probe.message,
+            "fix": probe.fix,
+            "latency_s": probe.latency_s,
+            "report": report,
+        }
+        path = self._path(probe.host, agent, workspace)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump(entry, file)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _thaw(key: str, value: Any) -> Any:
+    return tuple(value) if key in _TUPLES and isinstance(value, list) else value

@@ -1,0 +1,292 @@
+"""The ACP half of checking a host: a real session start through :class:`SshTarget`, read as a verdict.
+
+:func:`check_host` takes a host's probe (``hostinv``'s half: can we log in, is the workspace
+there, does the agent resolve) and, when the probe found the host ready, starts the agent the way
+a session does: the same ``ssh`` argv, the same login-proof script, ``initialize``, then
+``session/new`` through :func:`~remote_acp.session.verification.verify_credentials` (``-32000`` is
+``credential_unverified``), then the normal teardown, which deletes (or closes) the verification
+session and leaves nothing running on either side. :func:`handshake_judgement` reads the session
+error it may end with as one verdict of ``hostinv``'s taxonomy, pure and tested as data.
+
+The handshake's bound is its own: ``initialize`` and ``session/new`` each wait at most the
+options' ``read_timeout_ms`` (the CLI sets it, and the initialize floor, from
+``--handshake-timeout-ms``), on top of the ssh login's own bound.
+
+A host's inventory settings that ssh takes no flag for (``identity_file``, ``ssh_options``) reach
+ssh through a small generated ssh_config (:func:`host_config_text`): a ``Host`` block for the
+address with those settings, then the ssh_config ssh would have read. OpenSSH keeps the first
+value it obtains, so the inventory wins, as its precedence says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final
+
+from hostinv.probes import Judgement, Verdict
+
+from ..errors import ErrorKind, RemoteAcpError
+from ..targets.ssh import SshSettings, SshTarget
+from .report import HandshakeFacts, HostCheck
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from hostinv import Host
+
+    from ..options import SessionOptions
+    from .cache import ProbeCache
+    from .report import ProbeResult
+
+__all__ = ["check_host", "check_hosts", "handshake_judgement", "host_config_text", "host_target"]
+
+# ssh's own words (it runs at LogLevel VERBOSE); the same tests remote_acp.targets.ssh_errors reads.
+_KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
+_KEYGEN_LINE: Final = re.compile(r"ssh-keygen -f (.+?) -R (\S+)")
+# How remote_acp.targets.ssh_errors words an ssh that never logged in for want of a connection
+# (refused, timed out, unresolved, a key exchange that stalled) or of a configuration ssh accepts.
+_NOT_CONNECTED: Final = ("ssh connection failed", "the ssh connection setup to", "ssh refused its configuration")
+_KEYWORD: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
+_FIX: Final = {
+    Verdict.UNREACHABLE: "check that the host is up and its sshd listens on that address and port, then retry",
+    Verdict.AUTH_FAILED: "put your public key in the account's authorized_keys, or set the user and "
+    "identity_file of the host in the inventory (a key with a passphrase needs ssh-agent)",
+    Verdict.HOST_KEY_UNKNOWN: "add the host's key to known_hosts (ssh-keyscan, checked against the host), "
+    "or use the accept-new host key policy",
+    Verdict.HOST_KEY_CHANGED: "once you know why the key changed, remove the old one: ssh-keygen -R HOST",
+    Verdict.AGENT_NOT_FOUND: "install the agent on the host, or give its full path",
+    Verdict.WORKSPACE_INVALID: "create the workspace on the host, or pass one that exists there",
+    Verdict.AGENT_FAILED: "run the agent on the host by hand to see why it stops",
+    Verdict.HANDSHAKE_TIMEOUT: "raise --handshake-timeout-ms if the agent starts slowly, or run it on the host "
+    "by hand to see where it waits",
+    Verdict.INCOMPATIBLE_PROTOCOL: "install a version of the agent that speaks ACP protocol version 1 "
+    "(or check that the command starts it in ACP mode)",
+    Verdict.CREDENTIAL_UNVERIFIED: "log the agent in on that host, or carry its key (--ssh-pass-env)",
+    Verdict.PROBE_FAILED: "make the login run the command it is given (no ForceCommand, no nologin shell, "
+    "no dotfile that reads standard input)",
+}
+
+
+def handshake_judgement(error: RemoteAcpError) -> Judgement:
+    """The verdict for a session start that ended with ``error``, its message, and the fix.
+
+    ssh failures before the login are told apart by ssh's own words in the error's detail (the
+    masked stderr tail), as :mod:`remote_acp.targets.ssh_errors` tells them apart.
+    """
+    from ..targets.ssh_errors import authenticated
+
+    text, detail = str(error), error.detail
+    kind = error.kind
+    if kind is ErrorKind.CREDENTIAL_UNVERIFIED:
+        return _judged(Verdict.CREDENTIAL_UNVERIFIED, text)
+    if kind is ErrorKind.INVALID_WORKSPACE_CWD:
+        return _judged(Verdict.WORKSPACE_INVALID, error.message)
+    if kind is ErrorKind.AGENT_NOT_FOUND:
+        return _judged(Verdict.AGENT_NOT_FOUND, error.message)
+    if kind is ErrorKind.RESPONSE_TIMEOUT:
+        return _judged(Verdict.HANDSHAKE_TIMEOUT, text)
+    if kind is ErrorKind.RESPONSE_ERROR:
+        if "protocol version" in error.message or "did not decode" in error.message:
+            return _judged(Verdict.INCOMPATIBLE_PROTOCOL, error.message)
+        return _judged(Verdict.AGENT_FAILED, f"the agent answered the handshake with an error: {text}")
+    if kind is ErrorKind.PORT_EXIT and not authenticated(detail):
+        if any(mark in detail for mark in _KEY_CHANGED):
+            line = _KEYGEN_LINE.search(detail)
+            fix = f"ssh-keygen -f {line[1]} -R {line[2]}" if line else None
+            return _judged(Verdict.HOST_KEY_CHANGED, error.message, fix)
+        if "Host key verification failed" in detail:
+            return _judged(Verdict.HOST_KEY_UNKNOWN, error.message)
+        if "Permission denied" in detail:
+            return _judged(Verdict.AUTH_FAILED, error.message)
+        if error.message.startswith(_NOT_CONNECTED):
+            return _judged(Verdict.UNREACHABLE, text)
+    if kind is ErrorKind.PORT_EXIT and "before the session's command started" in error.message:
+        return _judged(Verdict.PROBE_FAILED, text)
+    # The agent (or the login around it) ended early: its status and masked stderr tail are in text.
+    return _judged(Verdict.AGENT_FAILED, text)
+
+
+def _judged(verdict: Verdict, message: str, fix: str | None = None) -> Judgement:
+    return Judgement(verdict, message, fix if fix is not None else _FIX.get(verdict))
+
+
+def host_config_text(host: Host, config_file: str | None, *, home: str) -> str | None:
+    """The ssh_config holding ``host``'s identity file and ssh options for its address, followed by
+    what ssh would have read (``config_file``, else ``HOME/.ssh/config`` and the system file);
+    ``None`` when the host has neither.
+
+    :raises ValueError: an option that is no ssh keyword, or a value with a line break.
+    """
+    options: list[tuple[str, str]] = []
+    if host.identity_file:
+        options.append(("IdentityFile", host.identity_file))
+    options += sorted(host.ssh_options.items())
+    if not options:
+        return None
+    from ..targets.ssh_config import SYSTEM_SSH_CONFIG, _config_word
+
+    for key, value in options:
+        if not _KEYWORD.match(key):
+            raise ValueError(f"the ssh option {key!r} of host {host.name!r} is not an ssh_config keyword")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"the ssh option {key} of host {host.name!r} holds a line break")
+    if config_file is None:
+        included = [f"{home}/.ssh/config", SYSTEM_SSH_CONFIG]
+    else:
+        included = [] if config_file.lower() == "none" else [config_file]
+    address = host.address or host.name
+    lines = [
+        "# Written by remote-acp check: one inventory host's ssh settings, then the ssh_config ssh would read.",
+        f"Host {_config_word(address)}",
+        *(f"  {key} {_config_word(value)}" for key, value in options),
+        "Match all",
+        *(f"Include {_config_word(path)}" for path in included),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def host_target(host: Host, settings: SshSettings) -> SshTarget:
+    """The :class:`SshTarget` a session on ``host`` would use: its destination, and its inventory
+    ssh settings through a generated ssh_config when it has any.
+
+    :raises ValueError: unusable ssh options (see :func:`host_config_text`).
+    :raises RemoteAcpError: ``agent_not_found`` when the generated config cannot be written.
+    """
+    import os
+
+    from ..targets.ssh_config import fallback_config_dir, login_home, write_fallback_config
+
+    config = settings.config_file
+    if config is not None and config.lower() != "none":
+        config = os.path.abspath(config)
+    text = host_config_text(host, config, home=login_home())
+    if text is not None:
+        path = write_fallback_config(text, fallback_config_dir())
+        settings = replace(settings, config_file=str(path))
+    return SshTarget(host.destination, settings)
+
+
+def _auth_required(verdict: object) -> bool | None:
+    # The session layer reports the initialize answer's authMethods when it carries them.
+    methods = getattr(verdict, "auth_methods", None)
+    return None if methods is None else bool(methods)
+
+
+async def check_host(
+    host: Host,
+    options: SessionOptions,
+    workspace: str,
+    *,
+    settings: SshSettings,
+    handshake: bool = True,
+    probe: ProbeResult | None,
+) -> HostCheck:
+    """Check ``host``: the probe's verdict when it is not ``ready``, else (with ``handshake``) the
+    verdict of a real session start of ``options.command`` in ``workspace``, torn down normally.
+
+    ``probe``: ``None`` skips it (the handshake alone decides). Never raises for anything the
+    host does; every outcome is a verdict.
+
+    :raises ValueError: ``probe is None`` and ``handshake`` off: nothing would be checked.
+    """
+    from ..session.verification import verify_credentials
+
+    report = probe.report if probe is not None else None
+    base = HostCheck(host, Verdict.READY, "", latency_s=probe.latency_s if probe else 0.0, report=report)
+    if probe is not None and (probe.verdict is not Verdict.READY or not handshake):
+        return replace(base, verdict=probe.verdict, message=probe.message, fix=probe.fix)
+    if not handshake:
+        raise ValueError("a check needs a probe, a handshake, or both")
+    started = time.monotonic()
+    try:
+        target = host_target(host, settings)
+        verdict = await verify_credentials(workspace, options, target)
+    except ValueError as exc:  # the inventory's ssh options: ssh was never run
+        return replace(base, verdict=Verdict.UNREACHABLE, message=str(exc), fix="correct the host in the inventory")
+    except RemoteAcpError as exc:
+        judged = handshake_judgement(exc)
+        return replace(
+            base,
+            verdict=judged.verdict,
+            message=judged.message,
+            fix=judged.fix,
+            latency_s=base.latency_s + time.monotonic() - started,
+            error_kind=exc.kind.value,
+            retryable=exc.retryable,
+        )
+    facts = HandshakeFacts(verdict.agent_name, verdict.agent_version, _auth_required(verdict))
+    return replace(
+        base,
+        message=_ready_message(facts, probe),
+        latency_s=base.latency_s + time.monotonic() - started,
+        handshake=facts,
+    )
+
+
+def _ready_message(facts: HandshakeFacts, probe: ProbeResult | None) -> str:
+    name = facts.agent_name or "the agent"
+    said = f"{name} {facts.agent_version}".strip() if facts.agent_version else name
+    auth = {
+        True: "it lists auth methods",
+        False: "it lists no auth methods",
+        None: "whether it asks for authentication is not known",
+    }[facts.auth_required]
+    parts: Sequence[str] = (f"{said} answered initialize and opened a session", auth)
+    where = probe.message if probe is not None and probe.message and probe.message != "ready" else ""
+    return "; ".join([*parts, where] if where else parts)
+
+
+async def check_hosts(
+    hosts: Sequence[Host],
+    options: SessionOptions,
+    workspace: str,
+    *,
+    settings: SshSettings,
+    probe: Callable[[list[Host]], Awaitable[Sequence[ProbeResult]]] | None,
+    handshake: bool = True,
+    concurrency: int = 32,
+    cache: ProbeCache | None = None,
+    max_age_s: float = 0.0,
+    agent_program: str = "",
+    on_done: Callable[[HostCheck], None] | None = None,
+) -> list[HostCheck]:
+    """Check ``hosts``: probe them in parallel (``probe``: the hosts not reused from ``cache``,
+    which keeps the fresh results), then run the handshakes of those found ready, at most
+    ``concurrency`` at once (and per host at most ``settings.max_concurrent_starts`` starting).
+    The result is in the order of ``hosts``; ``on_done`` sees each host as its verdict is known.
+    """
+    import anyio
+
+    probes: dict[str, ProbeResult] = {}
+    ages: dict[str, float] = {}
+    if cache is not None:
+        for host in hosts:
+            hit = cache.get(host, agent_program, workspace, max_age_s=max_age_s)
+            if hit is not None:
+                probes[host.name], ages[host.name] = hit, hit.age_s
+    if probe is not None:
+        fresh = await probe([h for h in hosts if h.name not in probes])
+        for result in fresh:
+            probes[result.host.name] = result
+            if cache is not None:
+                with contextlib.suppress(OSError):  # a cache that cannot be written only costs the reuse
+                    cache.put(result, agent_program, workspace)
+    done: dict[str, HostCheck] = {}
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+
+    async def one(host: Host) -> None:
+        async with limiter:
+            check = await check_host(
+                host, options, workspace, settings=settings, handshake=handshake, probe=probes.get(host.name)
+            )
+        done[host.name] = replace(check, probe_age_s=ages.get(host.name))
+        if on_done is not None:
+            on_done(done[host.name])
+
+    async with anyio.create_task_group() as tg:
+        for host in hosts:
+            tg.start_soon(one, host)
+    return [done[h.name] for h in hosts]

@@ -1,0 +1,167 @@
+"""One host's check as one result: the probe's facts, the handshake's, and a single verdict.
+
+A :class:`HostCheck` is what ``remote-acp check host`` prints per host, as a table row
+(:func:`table_rows`) or one JSON object (:meth:`HostCheck.to_json`, stable keys, every key present,
+``null`` when unknown), and what :func:`exit_status` reads for the command's status.
+
+Exit statuses of ``check host`` (beside the command's usual 2 usage, 10 local I/O, 130, 141):
+0 every host is ready; :data:`EXIT_SOME_UNREACHABLE` (20) some hosts could not be logged in to
+(``unreachable``, ``auth_failed``, ``host_key_*``) and every host reached is ready;
+:data:`EXIT_SOME_NOT_READY` (21) some host that was reached is not ready (any other verdict),
+whatever the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from hostinv.probes import CONNECTION_VERDICTS, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from hostinv import Host
+    from hostinv.probes import ProbeReport
+
+__all__ = [
+    "EXIT_SOME_NOT_READY",
+    "EXIT_SOME_UNREACHABLE",
+    "TABLE_COLUMNS",
+    "HandshakeFacts",
+    "HostCheck",
+    "ProbeResult",
+    "exit_status",
+    "table_rows",
+]
+
+EXIT_SOME_UNREACHABLE: Final = 20
+EXIT_SOME_NOT_READY: Final = 21
+
+
+class ProbeResult(Protocol):
+    """What a probe of one host gave (``hostinv.probes.HostProbe`` is one; so is a cached probe)."""
+
+    @property
+    def host(self) -> Host: ...
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fix(self) -> str | None: ...
+    @property
+    def report(self) -> ProbeReport | None: ...
+    @property
+    def latency_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HandshakeFacts:
+    """What the agent said about itself in a handshake that went through.
+
+    ``auth_required``: whether ``initialize`` listed auth methods; ``None`` when the session
+    layer did not report them."""
+
+    agent_name: str
+    agent_version: str
+    auth_required: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostCheck:
+    """The check of one host: one verdict, the message and fix a person acts on, and the facts.
+
+    ``latency_s``: the probe's round trip plus the handshake's. ``error_kind`` and ``retryable``:
+    the session error the handshake ended with (``run --json``'s vocabulary), when it ended with
+    one. ``probe_age_s``: how old a probe reused from the cache was (``None``: probed now).
+    """
+
+    host: Host
+    verdict: Verdict
+    message: str
+    fix: str | None = None
+    latency_s: float = 0.0
+    report: ProbeReport | None = None
+    handshake: HandshakeFacts | None = None
+    error_kind: str | None = None
+    retryable: bool | None = None
+    probe_age_s: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.verdict is Verdict.READY
+
+    @property
+    def agent_version(self) -> str | None:
+        """The handshake's agentInfo version, else the first line of the probe's ``--version``."""
+        if self.handshake is not None and self.handshake.agent_version:
+            return self.handshake.agent_version
+        report = self.report
+        if report is not None and report.agent_exit == 0 and report.agent_version:
+            return report.agent_version
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """One object per host: stable keys, every one present (``null`` when unknown)."""
+        report, shake = self.report, self.handshake
+        return {
+            "type": "host_check",
+            "host": self.host.name,
+            "destination": self.host.destination,
+            "verdict": self.verdict.value,
+            "ready": self.ready,
+            "message": self.message,
+            "fix": self.fix,
+            "error_kind": self.error_kind,
+            "retryable": self.retryable,
+            "latency_ms": round(self.latency_s * 1000),
+            "probe_age_s": None if self.probe_age_s is None else round(self.probe_age_s, 1),
+            "handshake": shake is not None,
+            "os": report.os if report else None,
+            "arch": report.arch if report else None,
+            "kernel": report.kernel if report else None,
+            "cores": report.cores if report else None,
+            "load": list(report.load) if report and report.load else None,
+            "mem_available_kib": report.mem_available_kib if report else None,
+            "disk_free_kib": report.disk_free_kib if report else None,
+            "agent_path": report.agent_path if report else None,
+            "agent_name": shake.agent_name or None if shake else None,
+            "agent_version": self.agent_version,
+            "auth_required": shake.auth_required if shake else None,
+        }
+
+
+def exit_status(checks: Iterable[HostCheck]) -> int:
+    """0 every host ready; 21 some host reached is not ready; else 20 some host was not reached."""
+    verdicts = {c.verdict for c in checks} - {Verdict.READY}
+    if not verdicts:
+        return 0
+    return EXIT_SOME_UNREACHABLE if verdicts <= CONNECTION_VERDICTS else EXIT_SOME_NOT_READY
+
+
+TABLE_COLUMNS: Final = ("host", "verdict", "reason", "fix", "latency", "os/arch", "cores", "load", "agent")
+
+
+def table_rows(checks: Sequence[HostCheck]) -> list[tuple[str, ...]]:
+    """The table's cells per host (in the order given: the inventory's), as plain text."""
+    rows: list[tuple[str, ...]] = []
+    for c in checks:
+        r = c.report
+        system = "/".join(p for p in (r.os, r.arch) if p) if r else ""
+        load = f"{r.load[0]:.2f}" if r and r.load else ""
+        age = f" (cached {c.probe_age_s:.0f}s)" if c.probe_age_s is not None else ""
+        rows.append(
+            (
+                c.host.name,
+                c.verdict.value,
+                c.message,
+                c.fix or "",
+                f"{c.latency_s * 1000:.0f} ms{age}",
+                system,
+                str(r.cores) if r and r.cores is not None else "",
+                load,
+                c.agent_version or "",
+            )
+        )
+    return rows

@@ -1,0 +1,108 @@
+"""``remote-acp check host`` as a real process: usage errors, inventory errors, a host nobody
+listens on (the real probe over asyncssh, refused at once), and that ``--version`` loads none of it.
+
+The verdicts of real hosts, with handshakes, are in ``integration/test_check_host.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CLI = [sys.executable, "-m", "remote_acp.cli.main"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    base = {k: v for k, v in os.environ.items() if k != "REMOTE_ACP_INVENTORY"}
+    return base | {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+        "REMOTE_ACP_CACHE_DIR": str(tmp_path / "cache"),
+        "COLUMNS": "200",
+    }
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "check", "host", *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as s:  # bound, never listening: a connect is refused at once
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["nosuch", "--agent", "qwen", "--workspace", "/w"], "no host named 'nosuch'"),
+        (["@build", "--agent", "qwen", "--workspace", "/w"], "no host is in the group 'build'"),
+        (["-x:22", "--agent", "qwen", "--workspace", "/w"], "No such option"),
+        (["h:22", "--agent", " ", "--workspace", "/w"], "--agent is empty"),
+        (["h:22", "--agent", "qwen 'x", "--workspace", "/w"], "--agent does not read as a command"),
+        (["h:22", "--agent", "qwen", "--workspace", "w"], "--workspace must be an absolute path"),
+        (["h:22", "--agent", "qwen", "--workspace", "/w", "--ssh-config", "/nonexistent"], "does not exist"),
+        (["h:22", "--agent", "qwen", "--workspace", "/w", "--concurrency", "0"], "--concurrency"),
+        (["h:99999", "--agent", "qwen", "--workspace", "/w"], "invalid port"),
+        (["--agent", "qwen", "--workspace", "/w"], "Missing argument 'SELECTORS...'"),
+    ],
+)
+def test_usage_errors_exit_2(env: dict[str, str], args: list[str], said: str) -> None:
+    done = run(env, *args)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+    assert done.stdout == ""
+
+
+def test_an_invalid_inventory_file_exits_10_naming_it(env: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "inv.yaml"
+    bad.write_text("hosts:\n  b1:\n    port: nope\n")
+    done = run(env, "b1", "--agent", "qwen", "--workspace", "/w", "--inventory", str(bad))
+    assert done.returncode == 10, done.stderr
+    assert str(bad) in done.stderr and "port" in done.stderr
+
+
+def test_a_host_nobody_listens_on_is_unreachable_exit_20(env: dict[str, str]) -> None:
+    port = closed_port()
+    target = f"root@127.0.0.1:{port}"
+    done = run(env, target, "--agent", "qwen --acp", "--workspace", "/w", "--json", "--connect-timeout", "5")
+    assert done.returncode == 20, done.stderr
+    (obj,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert obj["host"] == target and obj["destination"] == target
+    assert obj["verdict"] == "unreachable" and obj["ready"] is False
+    assert "refused" in obj["message"].lower() and obj["fix"]
+    assert obj["handshake"] is False and obj["os"] is None
+    table = run(env, target, "--agent", "qwen --acp", "--workspace", "/w", "--connect-timeout", "5")
+    assert table.returncode == 20
+    header, row = table.stdout.splitlines()
+    assert header.split()[:4] == ["host", "verdict", "reason", "fix"]
+    assert row.startswith(target) and " unreachable " in row
+
+
+def test_version_loads_neither_the_fleet_nor_hostinv() -> None:
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['remote-acp', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('remote_acp.cli.main', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hostinv', 'asyncssh', 'rich')"
+        " or m.startswith(('remote_acp.fleet', 'remote_acp.cli.check'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines()[-1] == "[]"
+    assert "remote-acp, version" in done.stdout
