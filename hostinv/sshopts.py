@@ -16,6 +16,7 @@ import base64
 import hashlib
 import hmac
 import os
+import pwd
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -97,11 +98,16 @@ def _expand(path: str, home: str) -> str:
 def parse_ssh_g(text: str, *, home: str | None = None) -> ResolvedSsh:
     """Read ``ssh -G`` output (``keyword value`` lines, keywords in lower case).
 
-    ``none`` in a file list means no file, as in ssh. ``home`` expands ``~`` (default: ``$HOME``).
+    ``none`` in a file list means no file, as in ssh. ``home`` expands ``~`` (default: the
+    account's home from the password database, as ssh expands it, whatever ``$HOME`` says).
 
     :raises ValueError: when the output lacks a hostname, port or user (not ``ssh -G`` output).
     """
-    home = home if home is not None else os.path.expanduser("~")
+    if home is None:
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            home = os.path.expanduser("~")
     single: dict[str, str] = {}
     identities: list[str] = []
     for line in text.splitlines():

@@ -239,7 +239,11 @@ def judge_connect_error(
             "(MaxStartups, a ban) or the link dropped",
             "retry with a lower --concurrency; check the host's sshd log",
         )
-    return Judgement(Verdict.UNREACHABLE, f"connecting to {at} failed: {name}: {exc}", None)
+    return Judgement(
+        Verdict.UNREACHABLE,
+        f"connecting to {at} failed: {name}: {exc}",
+        "retry; if it recurs, check the host's sshd log for why it ended the connection",
+    )
 
 
 def _asyncssh() -> Any:
@@ -304,7 +308,8 @@ async def _resolve(
             await process.wait()
         raise
     if process.returncode != 0:
-        raise _ResolveError(err.decode(errors="replace").strip() or f"ssh -G exited {process.returncode}")
+        said = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
+        raise _ResolveError(said[0] if said else f"ssh -G exited {process.returncode}")  # the first line says why
     return parse_ssh_g(out.decode(errors="replace"))
 
 
