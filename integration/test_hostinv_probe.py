@@ -219,3 +219,20 @@ async def test_a_name_that_does_not_resolve_is_unreachable_and_says_so(ssh_lab: 
     result = await probe_host(Host(name="nowhere.invalid"), AGENT, "", ProbeSettings(ssh_config=str(config)))
     assert result.verdict is Verdict.UNREACHABLE, result.message
     assert "'nowhere.invalid' did not resolve" in result.message
+
+
+async def test_keys_in_home_known_hosts_are_not_trusted_when_ssh_would_read_another_file(
+    ssh_lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # asyncssh falls back to $HOME/.ssh/known_hosts when given no file; ssh reads only its
+    # UserKnownHostsFile, here one that does not exist yet, so the key is unknown.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(ssh_lab.host("lab1").known_hosts_line + "\n")
+    monkeypatch.setenv("HOME", str(home))
+    config, known_hosts = lab_files(ssh_lab, tmp_path, known=[])
+    known_hosts.unlink()
+    settings = ProbeSettings(ssh_config=str(config), host_key_policy="yes", connect_timeout_s=15)
+    result = await probe_host(Host(name="lab1"), AGENT, "", settings)
+    assert result.verdict is Verdict.HOST_KEY_UNKNOWN, result.message
+    assert not known_hosts.exists()

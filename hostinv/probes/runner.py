@@ -21,9 +21,10 @@ Nothing here raises for a host's problem: every failure is a :class:`HostProbe` 
 asyncssh is imported on the first probe, never when :mod:`hostinv` is imported.
 
 Concurrency: :func:`probe_hosts` bounds the connections in flight with one semaphore. Every host
-gets one connection, so no host sees more than one handshake from a call; a jump host shared by
-many targets does (one per target behind it), and sshd's ``MaxStartups`` (10 unauthenticated by
-default) may drop some past that: keep ``concurrency`` near 8 for fleets behind one jump host.
+gets one connection, so a host sees one handshake per inventory entry; entries sharing an address
+are held to :data:`PER_ADDRESS` at once. A jump host shared by many targets sees one per target
+behind it, and sshd's ``MaxStartups`` (10 unauthenticated by default) may drop some past that
+(``unreachable``, "closed before login"): keep ``concurrency`` near 8 behind one jump host.
 """
 
 from __future__ import annotations
@@ -48,9 +49,20 @@ if TYPE_CHECKING:
 
     from ..models import Host
 
-__all__ = ["HostKeyCheck", "HostProbe", "ProbeSettings", "judge_connect_error", "probe_host", "probe_hosts"]
+__all__ = [
+    "PER_ADDRESS",
+    "HostKeyCheck",
+    "HostProbe",
+    "ProbeSettings",
+    "judge_connect_error",
+    "probe_host",
+    "probe_hosts",
+]
 
 _SSH_G_TIMEOUT_S = 10.0
+PER_ADDRESS = 8
+"""Probes at once to one address (two inventory names for one host), below sshd's default
+``MaxStartups`` of 10 unauthenticated connections, past which it drops new ones at random."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +350,8 @@ async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSe
         username=resolved.user,
         config=None,  # resolved by ssh -G already; asyncssh would read ~/.ssh/config again
         client_factory=_client_factory(check),
-        known_hosts=list(check.read_files),
+        # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
+        known_hosts=list(check.read_files) or asyncssh.import_known_hosts(""),
         host_key_alias=resolved.host_key_alias,
         client_keys=keys,
         ignore_encrypted=True,
@@ -472,9 +485,11 @@ async def probe_hosts(
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     limit = asyncio.Semaphore(concurrency)
+    per_address: dict[tuple[str, int | None], asyncio.Semaphore] = {}
 
     async def one(host: Host) -> HostProbe:
-        async with limit:
+        same = per_address.setdefault((host.address or host.name, host.port), asyncio.Semaphore(PER_ADDRESS))
+        async with same, limit:
             result = await probe_host(host, agent, workspace, settings)
         if on_done is not None:
             on_done(result)
