@@ -144,7 +144,8 @@ async def test_the_table_lists_the_hosts_in_inventory_order(fleet: Fleet) -> Non
     _, hosts = fleet.json("@all")
     assert [row.split()[0] for row in rows] == list(hosts)  # the same order as --json: the inventory's
     by_host = {row.split()[0]: row for row in rows}
-    assert " ready " in by_host["lab1"] and "Linux/" in by_host["lab1"] and by_host["lab1"].rstrip().endswith("1.0")
+    assert " ready " in by_host["lab1"] and "Linux/" in by_host["lab1"]
+    assert by_host["lab1"].rstrip().endswith("scripted 1.0")
     assert " incompatible_protocol " in by_host["lab2"]
     assert " credential_unverified " in by_host["lab3"]
     assert " unreachable " in by_host["down"]

@@ -96,7 +96,7 @@ def test_the_table_has_one_row_per_host_with_the_facts() -> None:
     rows = table_rows([ready(), failed(Verdict.AGENT_NOT_FOUND, "b2")])
     assert rows[0] == (
         "build-1", "ready", "qwen 0.9.1 answered initialize and opened a session", "", "250 ms",
-        "Linux/x86_64", "8", "0.50", "0.9.2",
+        "Linux/x86_64", "8", "0.50", "qwen 0.9.2",
     )  # fmt: skip
     assert rows[1][:4] == ("b2", "agent_not_found", "agent_not_found on b2", "do this")
     assert rows[1][5:] == ("", "", "", "")

@@ -156,6 +156,7 @@ def check_host(
         max_age=max_age,
         progress=sys.stderr.isatty(),
     )
+    _quiet_session_warnings()
     checks = anyio.run(_check, request)
     try:
         if as_json:
@@ -250,6 +251,16 @@ async def _check(request: _Request) -> list[HostCheck]:
     finally:
         if progress is not None:
             progress.stop()
+
+
+def _quiet_session_warnings() -> None:
+    """A handshake that fails is a verdict with its stderr tail, not a warning: at the default log
+    level the session's per-start warnings (the agent's stderr, ssh's words) would only repeat it
+    between the progress lines. ``--log-level info`` or ``debug`` keeps them."""
+    import logging
+
+    if logging.getLogger("remote_acp").getEffectiveLevel() >= logging.WARNING:
+        logging.getLogger("remote_acp.session").setLevel(logging.ERROR)
 
 
 def _progress(total: int) -> Progress:

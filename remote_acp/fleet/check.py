@@ -229,14 +229,12 @@ async def check_host(
 def _ready_message(facts: HandshakeFacts, probe: ProbeResult | None) -> str:
     name = facts.agent_name or "the agent"
     said = f"{name} {facts.agent_version}".strip() if facts.agent_version else name
-    auth = {
-        True: "it lists auth methods",
-        False: "it lists no auth methods",
-        None: "whether it asks for authentication is not known",
-    }[facts.auth_required]
-    parts: Sequence[str] = (f"{said} answered initialize and opened a session", auth)
-    where = probe.message if probe is not None and probe.message and probe.message != "ready" else ""
-    return "; ".join([*parts, where] if where else parts)
+    parts = [f"{said} answered initialize and opened a session"]
+    if facts.auth_required is not None:  # None: the session layer did not report authMethods
+        parts.append("it lists auth methods" if facts.auth_required else "it lists no auth methods")
+    if probe is not None and probe.message and probe.message != "ready":
+        parts.append(probe.message)
+    return "; ".join(parts)
 
 
 async def check_hosts(

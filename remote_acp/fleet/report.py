@@ -161,7 +161,14 @@ def table_rows(checks: Sequence[HostCheck]) -> list[tuple[str, ...]]:
                 system,
                 str(r.cores) if r and r.cores is not None else "",
                 load,
-                c.agent_version or "",
+                _agent(c),
             )
         )
     return rows
+
+
+def _agent(check: HostCheck) -> str:
+    shake = check.handshake
+    if shake is not None and shake.agent_name and shake.agent_version:
+        return f"{shake.agent_name} {shake.agent_version}"
+    return check.agent_version or ""
