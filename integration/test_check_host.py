@@ -116,6 +116,7 @@ async def test_each_host_gets_its_verdict_message_and_fix(fleet: Fleet) -> None:
     assert ready["handshake"] is True and ready["error_kind"] is None
     assert (ready["agent_name"], ready["agent_version"]) == ("scripted", "1.0")
     assert "scripted 1.0 answered initialize and opened a session" in ready["message"]
+    assert ready["auth_required"] is False and "it lists no auth methods" in ready["message"]
     assert ready["os"] == "Linux" and ready["cores"] >= 1 and len(ready["load"]) == 3
     assert ready["agent_path"] == str(fleet.agent)
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from hostinv import Host
 
     from ..options import SessionOptions
+    from ..session.verification import CredentialVerdict
     from .cache import ProbeCache
     from .report import ProbeResult
 
@@ -169,10 +170,9 @@ def host_target(host: Host, settings: SshSettings) -> SshTarget:
     return SshTarget(host.destination, settings)
 
 
-def _auth_required(verdict: object) -> bool | None:
-    # The session layer reports the initialize answer's authMethods when it carries them.
-    methods = getattr(verdict, "auth_methods", None)
-    return None if methods is None else bool(methods)
+def _auth_required(verdict: CredentialVerdict) -> bool:
+    """Whether the agent lists authentication methods in its answer to ``initialize``."""
+    return bool(verdict.auth_methods)
 
 
 async def check_host(
@@ -230,7 +230,7 @@ def _ready_message(facts: HandshakeFacts, probe: ProbeResult | None) -> str:
     name = facts.agent_name or "the agent"
     said = f"{name} {facts.agent_version}".strip() if facts.agent_version else name
     parts = [f"{said} answered initialize and opened a session"]
-    if facts.auth_required is not None:  # None: the session layer did not report authMethods
+    if facts.auth_required is not None:
         parts.append("it lists auth methods" if facts.auth_required else "it lists no auth methods")
     if probe is not None and probe.message and probe.message != "ready":
         parts.append(probe.message)

@@ -60,8 +60,7 @@ class ProbeResult(Protocol):
 class HandshakeFacts:
     """What the agent said about itself in a handshake that went through.
 
-    ``auth_required``: whether ``initialize`` listed auth methods; ``None`` when the session
-    layer did not report them."""
+    ``auth_required``: whether ``initialize`` listed auth methods (``None``: not known)."""
 
     agent_name: str
     agent_version: str

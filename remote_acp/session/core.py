@@ -71,6 +71,8 @@ class SessionInfo:
     """The ``agentCapabilities`` the handshake advertised, as sent."""
     obtained: Obtained = "new"
     """How the session was obtained: new, loaded, resumed, or fell back (to a new session)."""
+    auth_methods: tuple[str, ...] = ()
+    """The ids of the ``authMethods`` the handshake listed (the agent may ask to authenticate)."""
 
 
 def _close_method(init: InitializeResult, *, verification: bool) -> str | None:
@@ -79,6 +81,12 @@ def _close_method(init: InitializeResult, *, verification: bool) -> str | None:
     if verification and init.session_capability("delete"):
         return "session/delete"
     return "session/close" if init.session_capability("close") else None
+
+
+def _method_ids(methods: list[Any]) -> tuple[str, ...]:
+    """The ids of the advertised auth methods, bounded (an agent may send anything there)."""
+    ids = (m.get("id") for m in methods[:32] if isinstance(m, dict))
+    return tuple(i[:100] for i in ids if isinstance(i, str))
 
 
 class Session:
@@ -280,6 +288,7 @@ class Session:
             agent_version=agent.version if agent else "",
             agent_capabilities=init.agent_capabilities,
             obtained=continuation.obtained,
+            auth_methods=_method_ids(init.auth_methods),
         )
         self.log.info(
             "agent implementation",

@@ -21,6 +21,8 @@ class CredentialVerdict:
     agent_name: str
     agent_version: str
     session_id: str
+    auth_methods: tuple[str, ...] = ()
+    """The ids of the authentication methods the agent lists (empty: it asks for none)."""
 
 
 async def verify_credentials(
@@ -35,5 +37,5 @@ async def verify_credentials(
         before answering; and the other start-up kinds.
     """
     async with open_session(workspace, options, target, _verification=True) as session:
-        assert session.info is not None
-        return CredentialVerdict(session.info.agent_name, session.info.agent_version, session.session_id)
+        info = session.info
+        return CredentialVerdict(info.agent_name, info.agent_version, info.session_id, info.auth_methods)
