@@ -218,7 +218,7 @@ def judge_report(report: ProbeReport, agent: str, workspace: str = "") -> Judgem
     facts = ", ".join(
         fact
         for fact in (
-            f"{agent} at {report.agent_path}" if report.agent_path else None,
+            (agent if report.agent_path == agent else f"{agent} at {report.agent_path}") if report.agent_path else None,
             version,
             f"{report.os} {report.arch}" if report.os and report.arch else None,
         )
