@@ -296,9 +296,9 @@ def _wait4(pid: int, timeout: float) -> tuple[int, Any]:
         delay = min(delay * 2, 0.002)
 
 
-def run_json(argv: Sequence[str], *, timeout: float = 300.0) -> dict[str, Any]:
+def run_json(argv: Sequence[str], *, timeout: float = 300.0, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run a helper that prints one JSON object (its last stdout line) and return it."""
-    timed = run_timed(argv, timeout=timeout, capture=True)
+    timed = run_timed(argv, timeout=timeout, capture=True, env=env)
     lines = [line for line in timed.stdout.decode().splitlines() if line.strip()]
     if not lines:
         raise RuntimeError(f"{shlex.join(argv)} printed nothing")

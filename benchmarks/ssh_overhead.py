@@ -183,18 +183,64 @@ async def one_session(target: LaunchTarget, options: SessionOptions) -> tuple[fl
     return t1 - t0, t2 - t1, t3 - t2
 
 
+def supervised_exit(spec: LaunchSpec) -> float:
+    """Spawn to exit of a supervised ssh whose command ends by itself, its start spoken."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(spec.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        go_ahead(proc, spec)
+        assert proc.stdout is not None
+        proc.stdout.read()
+        proc.wait(timeout=30)
+        return time.perf_counter() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def raw_start_env(spec: LaunchSpec, prefix_file: Path) -> dict[str, str]:
+    """What tells the raw client to speak a supervised ssh's start (see anchors/raw_client.py)."""
+    prefix_file.write_bytes(spec.stdin_prefix)
+    return {
+        "RAW_PREFIX_FILE": str(prefix_file),
+        "RAW_READY_MARKER": spec.ready_marker.decode(),
+        "RAW_READY_REPLY": spec.ready_reply.decode(),
+    }
+
+
 async def timed_prepare(target: SshTarget, command: Sequence[str]) -> float:
     start = time.perf_counter()
     await target.prepare(command, WORKSPACE)
     return time.perf_counter() - start
 
 
-def first_line(argv: Sequence[str], expect: bytes = b"ready") -> float:
-    """Spawn to the first stdout line (stdin held open, like a session's); then SIGTERM, reap."""
+def go_ahead(proc: subprocess.Popen[bytes], spec: LaunchSpec) -> None:
+    """Speak the session's start to a supervised ssh: the script on stdin, then, once the remote
+    side printed its ready marker, the go-ahead (as the session core does)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(spec.stdin_prefix)
+    proc.stdin.flush()
+    while (line := proc.stdout.readline()) and line.rstrip(b"\n") != spec.ready_marker:
+        pass
+    if not line:
+        raise RuntimeError("the remote side ended before its ready marker")
+    proc.stdin.write(spec.ready_reply)
+    proc.stdin.flush()
+
+
+def first_line(argv: Sequence[str], expect: bytes = b"ready", spec: LaunchSpec | None = None) -> float:
+    """Spawn to the first stdout line (stdin held open, like a session's); then SIGTERM, reap.
+    With ``spec``, its start is spoken first (the line then comes after the go-ahead)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
+        if spec is not None:
+            go_ahead(proc, spec)
         line = proc.stdout.readline()
         elapsed = time.perf_counter() - start
         if line.strip() != expect:
@@ -280,11 +326,13 @@ def measure(args: argparse.Namespace, summary: Summary, lab: SshLab) -> None:
     ssh_true = [ssh, "-F", cfg, HOST, "true"]
     ssh_agent = [ssh, "-F", cfg, "-T", HOST, agent_command()]
     ours_agent_spec = anyio.run(target.prepare, agent, WORKSPACE)
-    supervised_ready = anyio.run(target.prepare, "echo ready", WORKSPACE).argv
-    supervised_sleep = anyio.run(target.prepare, "sleep 0.3", WORKSPACE).argv
+    ready_spec = anyio.run(target.prepare, "echo ready", WORKSPACE)
+    supervised_ready = ready_spec.argv
+    sleep_spec = anyio.run(target.prepare, "sleep 0.3", WORKSPACE)
     # Our ssh argv with the supervisor script replaced by a bare `sh -c 'echo ready'`.
-    options_ready = [*supervised_ready[:-1], f"exec sh -c {shlex.quote('echo ready')}"]
+    options_ready = [*supervised_ready[:-1], f"exec /bin/sh -c {shlex.quote('echo ready')}"]
     raw_client = [PY, str(ANCHORS / "raw_client.py")]
+    prefix_file = Path(tempfile.mkdtemp(prefix="remote-acp-bench-")) / "prefix"
     cli_run = [*cli, "run", "--host", HOST, "--ssh-config", cfg, "--workspace", WORKSPACE]
     cli_run += ["--agent", agent_command(), PROMPT]
 
@@ -310,7 +358,10 @@ def measure(args: argparse.Namespace, summary: Summary, lab: SshLab) -> None:
         """The raw client driving ``argv``: its whole wall time, or its start; the rest noted."""
 
         def run() -> float:
-            stats = run_json([*raw_client, "stats", PROMPT, *argv], timeout=60)
+            env = None
+            if argv is ours_agent_spec.argv:  # our supervised ssh: the raw client speaks its start
+                env = {**os.environ, **raw_start_env(ours_agent_spec, prefix_file)}
+            stats = run_json([*raw_client, "stats", PROMPT, *argv], timeout=60, env=env)
             if stats["chunks"] != 1:
                 raise RuntimeError(f"the raw client got {stats['chunks']} chunks over {argv[0]}")
             if start:
@@ -331,9 +382,9 @@ def measure(args: argparse.Namespace, summary: Summary, lab: SshLab) -> None:
         PREPARE: lambda: anyio.run(timed_prepare, target, agent),
         LINE_PLAIN: lambda: first_line([ssh, "-F", cfg, "-T", HOST, "echo ready"]),
         LINE_OPTIONS: lambda: first_line(options_ready),
-        LINE_SUPERVISED: lambda: first_line(supervised_ready),
+        LINE_SUPERVISED: lambda: first_line(supervised_ready, spec=ready_spec),
         PLAIN_EXIT: lambda: run_timed([ssh, "-F", cfg, "-T", HOST, "sleep 0.3"]).seconds,
-        SUPERVISED_EXIT: lambda: run_timed(supervised_sleep).seconds,
+        SUPERVISED_EXIT: lambda: supervised_exit(sleep_spec),
         AGENT_LOCAL: agent_alone,
         OURS_LOCAL: ours_local,
         RAW_LOCAL: raw(agent, whole=False),

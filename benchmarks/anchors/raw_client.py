@@ -9,11 +9,16 @@ process read while it holds the session after the turn.
 
 The turn loop is the "raw stdlib loop" of DESIGN section 5: read a line, ``json.loads``, a few
 dict lookups. Exit status 0 when the turn ended with ``end_turn``.
+
+Behind a supervised ssh (remote-acp's ssh target), ``RAW_PREFIX_FILE``, ``RAW_READY_MARKER`` and
+``RAW_READY_REPLY`` make it speak that start first: the script, then the go-ahead once the
+remote side printed its ready marker.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -49,6 +54,15 @@ def main(argv: list[str]) -> int:
     proc = subprocess.Popen(agent, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     stdin, stdout = proc.stdin, proc.stdout
     assert stdin is not None and stdout is not None
+    if "RAW_PREFIX_FILE" in os.environ:
+        with open(os.environ["RAW_PREFIX_FILE"], "rb") as fh:
+            stdin.write(fh.read())
+        stdin.flush()
+        marker = os.environ["RAW_READY_MARKER"].encode()
+        while (line := stdout.readline()) and line.rstrip(b"\n") != marker:
+            pass
+        stdin.write(os.environ["RAW_READY_REPLY"].encode())
+        stdin.flush()
     send(stdin, {"id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}})
     answer(stdout, 1)
     send(stdin, {"id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
