@@ -19,7 +19,7 @@ import pytest
 from remote_acp.targets.ssh import (
     remote_script,
 )
-from tests.support.orphans import MARKER_NAME, alive, kill_marked
+from tests.support.orphans import MARKER_NAME, alive, find_marked, kill_marked
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
 )
@@ -276,3 +276,15 @@ def test_agent_exit_kills_what_it_left_behind_but_never_the_reaped_agent(supervi
     (agent,), (setsid,) = ran.pids["agent"], ran.pids["setsid"]
     assert ran.kills == [("3", "-TERM", [setsid])]  # by its token; not the agent, not the short-lived ones
     assert agent not in ran.kills[0][2]
+
+
+def test_the_watchdog_leaves_no_sleep_behind_when_the_agent_ends(tmp_path: Path) -> None:
+    # The watchdog naps in `sleep 1`; stopped when the agent ends, it must take its nap with it
+    # (otherwise a `sleep` outlives the session by up to a second, an orphan on the host).
+    mark = f"ra-watch-{uuid.uuid4().hex}"
+    script = remote_script(str(tmp_path), ["sh", "-c", "sleep 0.3"], token="tokwatch")
+    env = {**os.environ, MARKER_NAME: mark}
+    done = subprocess.run(["sh", "-c", script], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    time.sleep(0.1)  # the kill is sent before the script exits; give the signal a moment to land
+    assert not find_marked(mark), "a process of the supervisor outlived its script"

@@ -219,12 +219,16 @@ _ra_agent=$!
 exec 3<&- 0</dev/null
 trap '' PIPE  # a vanished client must not stop the cleanup below (the agent keeps its own)
 (
+  # Stopped by the script once the agent ended: its pending `sleep` goes with it, not later.
+  _ra_sl=
+  trap 'kill "$_ra_sl" 2>/dev/null; exit 0' TERM
   while _ra_ours; do
     _ra_stat "$_ra_shell"
     if [ -n "$_ra_pp" ] && [ "$_ra_pp" != "$_ra_parent" ]; then
       _ra_kill tree; exit 0
     fi
-    sleep 1
+    sleep 1 & _ra_sl=$!
+    wait "$_ra_sl"
   done
 ) >/dev/null 2>&1 &
 _ra_watch=$!
