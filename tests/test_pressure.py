@@ -33,6 +33,7 @@ from remote_acp.session.connection import WRITE_HIGH_WATER
 from remote_acp.session.turn import MAX_BUFFERED_BYTES, MAX_BUFFERED_EVENTS
 from remote_acp.targets.process import AgentProcess
 from tests.support.agents import fast_options, scripted, wait_until
+from tests.support.orphans import alive
 
 if TYPE_CHECKING:
     from remote_acp import Session
@@ -328,3 +329,24 @@ async def test_events_of_a_flood_that_outruns_an_ending_are_counted_not_kept(wor
     assert len(dropped) == 1
     chunks = [e for e in events if isinstance(e, Notification) and e.delta]
     assert len(chunks) <= 2 * MAX_BUFFERED_EVENTS + 64 * 1024 // 60
+
+
+@pytest.mark.both_backends
+async def test_a_failing_block_around_started_sessions_still_ends_and_leaves_nothing(workspace: str) -> None:
+    # A scheduler starts sessions in its own task group and then fails before it could close
+    # them: the group must still end (the sessions' own tasks are shielded) and take the agents
+    # with it.
+    pids: list[int | None] = []
+    with anyio.fail_after(20), pytest.raises(ExceptionGroup) as info:
+        async with anyio.create_task_group() as tg:
+            pids += [(await start_session(tg, workspace, fast_options(scripted()))).pid for _ in range(3)]
+            raise RuntimeError("the scheduler failed")
+    assert info.group_contains(RuntimeError, match="the scheduler failed")
+    assert all(pid is not None and not alive(pid) for pid in pids)
+
+
+async def test_a_start_that_fails_in_a_callers_group_does_not_hold_the_group_open(workspace: str) -> None:
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(RemoteAcpError):
+                await start_session(tg, workspace, fast_options(scripted("--init-error", "-32603:broken")))

@@ -127,6 +127,7 @@ class Session:
         self._info: SessionInfo | None = None
         self._wake = anyio.Event()
         self._supervisor_scope: anyio.CancelScope | None = None
+        self._guard_scope: anyio.CancelScope | None = None
         self._torn_down = anyio.Event()
         self._tearing_down = False
         self._grace_s = options.stop_grace_ms / 1000
@@ -238,6 +239,7 @@ class Session:
             )
             self._conn.start(tg)
             tg.start_soon(self._supervise, name="remote-acp turn supervisor")
+            tg.start_soon(self._guard, name="remote-acp session guard")
             hs = Handshake(
                 self._conn,
                 process,
@@ -496,6 +498,21 @@ class Session:
 
     # -- teardown -----------------------------------------------------------------------------
 
+    async def _guard(self) -> None:
+        """Tear the session down when the task group it runs in is cancelled without
+        :meth:`aclose` (the caller's block failed): the connection's tasks are shielded, and
+        would otherwise keep that group open forever. Ends once the session is torn down."""
+        with anyio.CancelScope() as scope:
+            self._guard_scope = scope
+            if self._tearing_down:  # torn down before this task got to run
+                return
+            try:
+                await anyio.sleep_forever()
+            finally:
+                if not scope.cancel_called:  # cancelled from outside, not by our own teardown
+                    with anyio.CancelScope(shield=True):
+                        await self._teardown()
+
     async def _teardown(self) -> None:
         """Stop the session in the fixed order (see :mod:`remote_acp.session.teardown`); every
         task that asks waits for the same teardown, which always ends."""
@@ -531,6 +548,8 @@ class Session:
             finally:
                 if self._supervisor_scope is not None:
                     self._supervisor_scope.cancel()
+                if self._guard_scope is not None:
+                    self._guard_scope.cancel()
                 if self._secrets is not None:
                     masking.unregister(self._secrets)
                     self._secrets = None
