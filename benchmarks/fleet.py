@@ -1,0 +1,477 @@
+"""``remote-acp check host`` over a loopback fleet, against a bare asyncssh fan-out and Ansible.
+
+    python -m benchmarks.fleet [--hosts 1,10,50] [--runs 3] [--warmup 1] [--no-ansible]
+
+A lab of real sshd hosts on loopback (``integration.sshlab``: one sshd per address 127.0.0.2 and
+up, its own host keys, client key, known_hosts and an ssh_config with the aliases ``lab1``...;
+``MaxStartups`` raised so that fifty logins at once are not dropped; needs root and
+``/usr/sbin/sshd``). For each fleet size, these run interleaved, one of each per round, every one
+a whole process against the same hosts, with every host connected to at once:
+
+- the floor: ``benchmarks/_fanout.py``, a python process that connects to every host with asyncssh
+  (the lab's key and known_hosts, addresses given, nothing resolved), runs ``true``, closes;
+- ``remote-acp check host @fleet --no-handshake --json`` (the probe), our inventory file listing
+  the hosts and the lab's ssh_config (``--concurrency`` the fleet's size);
+- the same with the handshake: the scriptable agent started on every host as a session starts it,
+  ``initialize``, ``session/new``, teardown;
+- ``ansible all -m ping`` over an INI inventory of the same names, the same ssh_config
+  (``ansible_ssh_args``), ``forks`` the fleet's size, pipelining on and ansible's own
+  ``ControlPersist`` connection sharing (its faster setting; DESIGN section 5 measured 35.7 s
+  for 50 hosts with pipelining, 136 s without). ansible-core is installed from PyPI into a venv
+  of its own under ``.tools/`` on first use; ``$REMOTE_ACP_BENCH_ANSIBLE`` names another
+  ``ansible`` executable.
+
+Every run must find every host ready (or ``SUCCESS``), or the benchmark stops. Between runs the
+benchmark waits until no host has a connection left, and ends Ansible's ControlPersist masters,
+so each run starts cold. Targets (DESIGN section 5, at the largest size): the probe <= 1.2x the
+fan-out, with the handshake <= 2.5x, and Ansible at least 4x slower than the probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._common import (
+    PY,
+    REPO,
+    Check,
+    Summary,
+    Table,
+    agent_command,
+    benchmark_process,
+    fmt_s,
+    interleaved,
+    median,
+    section,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from integration.sshlab import SshLab
+
+SSHD = "/usr/sbin/sshd"
+ANSIBLE_VERSION = "2.19.14"
+"""The newest ansible-core whose controller runs on Python 3.11."""
+ANSIBLE_ENV = "REMOTE_ACP_BENCH_ANSIBLE"
+ANSIBLE_PREFIX = REPO / ".tools" / f"ansible-core-{ANSIBLE_VERSION}"
+PROBE_TARGET = 1.2
+HANDSHAKE_TARGET = 2.5
+ANSIBLE_TARGET = 4.0
+RUN_TIMEOUT_S = 600.0
+SETTLE_S = 30.0
+
+# DESIGN section 5, 50 loopback hosts, for orientation only (the ratios use this run's anchors).
+DESIGN_REF = {"fan-out": "7.6 s (32 at a time)", "ansible": "35.7 s (pipelining)"}
+
+FANOUT = "asyncssh fan-out"
+PROBE = "check host --no-handshake"
+HANDSHAKE = "check host (handshake)"
+ANSIBLE = "ansible all -m ping"
+
+
+# --------------------------------------------------------------------------- ansible
+
+
+def ansible() -> tuple[str | None, str]:
+    """The ``ansible`` executable (installed on first use) and a line saying which one."""
+    explicit = os.environ.get(ANSIBLE_ENV)
+    if explicit:
+        found = shutil.which(explicit)
+        if found is None:
+            return None, f"ansible: {explicit} (from ${ANSIBLE_ENV}) not found; ansible rows skipped"
+        return found, f"ansible: {found} (from ${ANSIBLE_ENV})"
+    exe = ANSIBLE_PREFIX / "bin" / "ansible"
+    marker = ANSIBLE_PREFIX / ".installed"
+    if not marker.exists():
+        # A venv cannot be moved after it is made (its scripts name their interpreter), so it is
+        # made in place; the marker, written last, tells a whole install from an interrupted one.
+        shutil.rmtree(ANSIBLE_PREFIX, ignore_errors=True)
+        print(f"installing ansible-core {ANSIBLE_VERSION} into {ANSIBLE_PREFIX} (once) ...", flush=True)
+        try:
+            subprocess.run([PY, "-m", "venv", str(ANSIBLE_PREFIX)], check=True, capture_output=True, timeout=300)
+            subprocess.run(
+                [
+                    str(ANSIBLE_PREFIX / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    f"ansible-core=={ANSIBLE_VERSION}",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=900,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            why = (
+                exc.stderr.decode(errors="replace").strip().splitlines()[-1:]
+                if isinstance(exc, subprocess.CalledProcessError)
+                else [str(exc)]
+            )
+            shutil.rmtree(ANSIBLE_PREFIX, ignore_errors=True)
+            return (
+                None,
+                f"ansible: not available, pip install ansible-core failed ({' '.join(why)}); ansible rows skipped",
+            )
+        marker.write_text(ANSIBLE_VERSION + "\n")
+    return str(exe), f"ansible: ansible-core {ANSIBLE_VERSION} ({exe})"
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def timed(argv: Sequence[str], *, env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    """Run ``argv`` to completion in a process group of its own: wall time and stdout.
+
+    On a timeout, an error or Ctrl-C the whole group is killed (Ansible's forks and their ssh
+    included). A non-zero exit raises ``RuntimeError`` with the tail of both streams.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True
+        )
+        try:
+            proc.wait(timeout=RUN_TIMEOUT_S)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        elapsed = time.perf_counter() - start
+        with contextlib.suppress(OSError):  # anything of the group still there (not a daemon: see settle)
+            os.killpg(proc.pid, signal.SIGKILL)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        if proc.returncode != 0:
+            stderr = err.read().decode(errors="replace")
+            raise RuntimeError(
+                f"{shlex.join(argv)} exited {proc.returncode}:\n{stdout[-1500:]}\n{stderr[-1500:]}".rstrip()
+            )
+        return elapsed, stdout
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of every process whose command line contains ``text``."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+    return found
+
+
+# --------------------------------------------------------------------------- the fleet
+
+
+class Fleet:
+    """The lab, the inventories for each size, and the command of each contender."""
+
+    def __init__(self, lab: SshLab, root: Path, ansible_exe: str | None) -> None:
+        self.lab = lab
+        self.root = root
+        self.ansible_exe = ansible_exe
+        self.workspace = root / "ws"
+        self.workspace.mkdir()
+        self.control_dir = root / "cp"  # Ansible's ControlPath directory: its masters name it
+        self.control_dir.mkdir()
+        for sub in ("ansible-home", "ansible-local", "cache", "state"):
+            (root / sub).mkdir()
+        (root / "ansible.cfg").write_text("")  # no ansible.cfg of the user's or the system's applies
+        self.latencies: dict[tuple[int, bool], list[float]] = {}  # per host, from check host's JSON
+        self.connected: dict[int, list[float]] = {}  # the fan-out's own figure
+        self.env = {
+            **os.environ,
+            "REMOTE_ACP_CACHE_DIR": str(root / "cache"),
+            "REMOTE_ACP_STATE_DIR": str(root / "state"),
+        }
+        self.ansible_env = {
+            **os.environ,
+            "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+            "ANSIBLE_HOME": str(root / "ansible-home"),
+            "ANSIBLE_LOCAL_TEMP": str(root / "ansible-local"),
+            "ANSIBLE_REMOTE_TEMP": str(self.workspace / ".ansible-tmp"),
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.control_dir),
+            "ANSIBLE_SSH_ARGS": f"-F {lab.config} -C -o ControlMaster=auto -o ControlPersist=60s",
+            "ANSIBLE_PIPELINING": "True",
+            # Named, not discovered: discovery would find whatever python3 the login's PATH has
+            # first (a pyenv shim here), and it costs a round trip that would only slow Ansible.
+            "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+        }
+
+    def write_inventories(self, count: int) -> tuple[Path, Path]:
+        """Our YAML and an Ansible INI, listing the first ``count`` hosts by their ssh_config alias.
+
+        The hosts carry a group of their own (``fleet``): the ssh_config's aliases join the merged
+        inventory too, and ``@all`` would select all of them. Each host's capacity is the fleet's
+        size: the agent slots live in one directory per user on the host, and every lab host is
+        this machine, so they share one set of slots."""
+        names = [h.alias for h in self.lab.hosts[:count]]
+        ours = self.root / f"inventory-{count}.yaml"
+        ours.write_text(
+            f"defaults:\n  capacity: {count}\n  groups: [fleet]\nhosts:\n" + "".join(f"  {name}:\n" for name in names)
+        )
+        ini = self.root / f"hosts-{count}.ini"
+        ini.write_text("".join(f"{name}\n" for name in names))
+        return ours, ini
+
+    def check_host(self, count: int, *, handshake: bool) -> Callable[[], float]:
+        inventory, _ = self.write_inventories(count)
+        argv = [
+            PY,
+            "-m",
+            "remote_acp.cli.main",
+            "check",
+            "host",
+            "@fleet",
+            *([] if handshake else ["--no-handshake"]),
+            "--agent",
+            agent_command(),
+            "--workspace",
+            str(self.workspace),
+            "--inventory",
+            str(inventory),
+            "--ssh-config",
+            str(self.lab.config),
+            "--json",
+            "--concurrency",
+            str(count),
+            "--connect-timeout",
+            "60",
+        ]
+        self.latencies[(count, handshake)] = []
+
+        def run() -> float:
+            elapsed, stdout = timed(argv, env=self.env, cwd=self.root)
+            hosts = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+            bad = [h for h in hosts if h["verdict"] != "ready" or h["handshake"] is not handshake]
+            if len(hosts) != count or bad:
+                raise RuntimeError(f"check host found {len(hosts)} hosts, not ready: {bad[:2]}")
+            self.latencies[(count, handshake)].extend(h["latency_ms"] / 1000 for h in hosts)
+            self.settle()
+            return elapsed
+
+        return run
+
+    def fan_out(self, count: int) -> Callable[[], float]:
+        argv = [
+            PY,
+            "-m",
+            "benchmarks._fanout",
+            "--user",
+            "root",
+            "--key",
+            str(self.lab.client_key),
+            "--known-hosts",
+            str(self.lab.known_hosts),
+            *(f"{h.address}:{h.port}" for h in self.lab.hosts[:count]),
+        ]
+        self.connected[count] = []
+
+        def run() -> float:
+            elapsed, stdout = timed(argv, env=self.env, cwd=REPO)
+            result: dict[str, Any] = json.loads(stdout.splitlines()[-1])
+            if result["ok"] != count:
+                raise RuntimeError(f"the fan-out reached {result['ok']} of {count} hosts: {result['failed'][:2]}")
+            self.connected[count].append(result["connected_s"])
+            self.settle()
+            return elapsed
+
+        return run
+
+    def ansible_ping(self, count: int) -> Callable[[], float]:
+        assert self.ansible_exe is not None
+        _, ini = self.write_inventories(count)
+        argv = [self.ansible_exe, "all", "-i", str(ini), "-m", "ping", "-f", str(count)]
+
+        def run() -> float:
+            try:
+                elapsed, stdout = timed(argv, env=self.ansible_env, cwd=self.root)
+            finally:
+                self.settle()
+            succeeded = sum(" | SUCCESS " in line for line in stdout.splitlines())
+            if succeeded != count:
+                raise RuntimeError(f"ansible ping succeeded on {succeeded} of {count} hosts:\n{stdout[-1500:]}")
+            return elapsed
+
+        return run
+
+    def settle(self) -> None:
+        """End Ansible's ControlPersist masters and wait until no host has a connection left, so
+        the next run starts cold and alone."""
+        for pid in _processes_naming(str(self.control_dir)):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline:
+            masters = _processes_naming(str(self.control_dir))
+            for pid in masters:  # re-parented to this process (a subreaper): reap them
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+            if not masters and not any(h.session_processes() for h in self.lab.hosts):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"hosts still had connections {SETTLE_S:g} s after a run")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", default="1,10,50", help="fleet sizes, comma-separated (default 1,10,50)")
+    parser.add_argument("--runs", type=int, default=3, help="recorded rounds per size (default 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first, Ansible's excepted (default 1)")
+    parser.add_argument("--no-ansible", action="store_true", help="leave Ansible out")
+    parser.add_argument("--summary-file", help="save the target checks as JSON (used by run_all)")
+    args = parser.parse_args()
+    sizes = sorted({int(n) for n in args.hosts.split(",") if n.strip()})
+    summary = Summary("fleet")
+    with benchmark_process(summary, args.summary_file):
+        missing = [
+            what
+            for what, absent in (
+                ("root (the lab's sshd)", os.geteuid() != 0),
+                (SSHD, not os.path.exists(SSHD)),
+                ("ssh on PATH", shutil.which("ssh") is None),
+            )
+            if absent
+        ]
+        if missing:
+            print(f"skipped: this benchmark needs {', '.join(missing)}")
+            return
+        exe, note = (None, "ansible: left out (--no-ansible)") if args.no_ansible else ansible()
+        print(note, flush=True)
+        with_lab(args, sizes, exe, summary)
+
+
+def with_lab(args: argparse.Namespace, sizes: list[int], ansible_exe: str | None, summary: Summary) -> None:
+    from integration.sshlab import SshLab
+
+    with tempfile.TemporaryDirectory(prefix="ra-bench-fleet-") as tmp:
+        root = Path(tmp)
+        (root / "lab").mkdir()
+        lab = SshLab(root / "lab")
+        try:
+            started = time.perf_counter()
+            # Every host connected to at once: sshd's default MaxStartups (10:30:100) would drop
+            # some of fifty parallel logins per listener; one listener per host makes that moot,
+            # but a roomy limit keeps a slow login from being dropped on a loaded machine.
+            lab.start(max(sizes), namespaced=False, max_startups="1000:30:2000")
+            print(f"lab: {len(lab.hosts)} sshd on 127.0.0.2..., started in {fmt_s(time.perf_counter() - started)}")
+            fleet = Fleet(lab, root, ansible_exe)
+            results = {size: measure(args, fleet, size) for size in sizes}
+            report(results, fleet, summary, max(sizes))
+        finally:
+            with contextlib.suppress(OSError):
+                for pid in _processes_naming(str(root / "cp")):
+                    os.kill(pid, signal.SIGKILL)
+            lab.stop()
+
+
+def measure(args: argparse.Namespace, fleet: Fleet, size: int) -> dict[str, list[float]]:
+    contenders = {
+        FANOUT: fleet.fan_out(size),
+        PROBE: fleet.check_host(size, handshake=False),
+        HANDSHAKE: fleet.check_host(size, handshake=True),
+    }
+    if fleet.ansible_exe is not None:
+        contenders[ANSIBLE] = fleet.ansible_ping(size)
+    started = time.perf_counter()
+    samples = interleaved(contenders, args.runs, args.warmup, cold={ANSIBLE})
+    print(f"{size} hosts: {args.runs} rounds in {fmt_s(time.perf_counter() - started)}", flush=True)
+    return samples
+
+
+def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Summary, largest: int) -> None:
+    section("fleet: whole-process wall time, every host at once (median of the rounds)")
+    table = Table(
+        "hosts",
+        FANOUT,
+        PROBE,
+        HANDSHAKE,
+        ANSIBLE,
+        "probe / fan-out",
+        "handshake / fan-out",
+        "ansible / probe",
+        "ansible / handshake",
+    )
+    for size, samples in results.items():
+        m = {name: median(values) for name, values in samples.items()}
+        ans = m.get(ANSIBLE, float("nan"))
+        table.add(
+            str(size),
+            fmt_s(m[FANOUT]),
+            fmt_s(m[PROBE]),
+            fmt_s(m[HANDSHAKE]),
+            fmt_s(ans) if ANSIBLE in m else "-",
+            f"{m[PROBE] / m[FANOUT]:.2f}x",
+            f"{m[HANDSHAKE] / m[FANOUT]:.2f}x",
+            f"{ans / m[PROBE]:.1f}x" if ANSIBLE in m else "-",
+            f"{ans / m[HANDSHAKE]:.1f}x" if ANSIBLE in m else "-",
+        )
+    table.print()
+    print(f"DESIGN ref (50 hosts): fan-out {DESIGN_REF['fan-out']}, ansible ping {DESIGN_REF['ansible']}")
+
+    section("fleet: every run (seconds)")
+    runs = Table("hosts / contender", "runs", "min", "max")
+    for size, samples in results.items():
+        for name, values in samples.items():
+            runs.add(f"{size} / {name}", " ".join(f"{v:.2f}" for v in values), fmt_s(min(values)), fmt_s(max(values)))
+    runs.print()
+
+    section("fleet: inside the processes (seconds, medians over runs and hosts)")
+    inner = Table(
+        "hosts",
+        "fan-out: first connect to last close",
+        "probe: latency per host (median / max)",
+        "handshake: per host (median / max)",
+    )
+    for size in results:
+        probe, shake = fleet.latencies[(size, False)], fleet.latencies[(size, True)]
+        inner.add(
+            str(size),
+            fmt_s(median(fleet.connected[size])),
+            f"{fmt_s(median(probe))} / {fmt_s(max(probe))}",
+            f"{fmt_s(median(shake))} / {fmt_s(max(shake))}",
+        )
+    inner.print()
+
+    m = {name: median(values) for name, values in results[largest].items()}
+    note = f"{largest} hosts"
+    summary.add(Check(f"check host --no-handshake / asyncssh fan-out, {note}", m[PROBE] / m[FANOUT], PROBE_TARGET, "x"))
+    summary.add(
+        Check(f"check host (handshake) / asyncssh fan-out, {note}", m[HANDSHAKE] / m[FANOUT], HANDSHAKE_TARGET, "x")
+    )
+    if ANSIBLE in m:
+        summary.add(
+            Check(
+                f"ansible all -m ping / check host --no-handshake, {note}",
+                m[ANSIBLE] / m[PROBE],
+                ANSIBLE_TARGET,
+                "x",
+                higher_is_better=True,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
