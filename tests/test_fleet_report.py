@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 KEYS = [
     "type", "host", "destination", "verdict", "ready", "message", "fix", "error_kind", "retryable",
     "latency_ms", "probe_age_s", "handshake", "os", "arch", "kernel", "cores", "load",
-    "mem_available_kib", "disk_free_kib", "agent_path", "agent_name", "agent_version", "auth_required",
+    "mem_available_kib", "disk_free_kib", "capacity", "slots_held", "agent_path", "agent_name", "agent_version", "auth_required",
 ]  # fmt: skip
 REPORT = ProbeReport(
     os="Linux",
@@ -45,8 +45,9 @@ REPORT = ProbeReport(
     agent_exit=0,
     agent_version="0.9.1",
     unavailable=("mem",),
+    slots_held=1,
 )
-HOST = Host(name="build-1", address="10.0.0.5", user="ci", port=2222, groups=("build",))
+HOST = Host(name="build-1", address="10.0.0.5", user="ci", port=2222, groups=("build",), capacity=4)
 
 
 def ready(name: str = "build-1") -> HostCheck:
@@ -96,10 +97,10 @@ def test_the_table_has_one_row_per_host_with_the_facts() -> None:
     rows = table_rows([ready(), failed(Verdict.AGENT_NOT_FOUND, "b2")])
     assert rows[0] == (
         "build-1", "ready", "qwen 0.9.1 answered initialize and opened a session", "", "250 ms",
-        "Linux/x86_64", "8", "0.50", "qwen 0.9.2",
+        "Linux/x86_64", "8", "0.50", "1/4", "qwen 0.9.2",
     )  # fmt: skip
     assert rows[1][:4] == ("b2", "agent_not_found", "agent_not_found on b2", "do this")
-    assert rows[1][5:] == ("", "", "", "")
+    assert rows[1][5:] == ("", "", "", "", "")
     cached = HostCheck(HOST, Verdict.READY, "ready", latency_s=0.1, probe_age_s=42.4)
     assert table_rows([cached])[0][4] == "100 ms (cached 42s)"
 

@@ -16,7 +16,8 @@ control byte, newlines included), so no output, however hostile, can start a lin
 and forge a key. Anything a dotfile prints before the header is not part of the report.
 
 A probe changes nothing on the host: it creates no file (no temporary file, no heredoc), tests
-the workspace with ``test -d``/``test -w`` only, and runs exactly two programs beyond the usual
+the workspace with ``test -d``/``test -w`` only, counts agent slots from ``/proc/locks`` without
+taking a lock, and runs exactly two programs beyond the usual
 read-only tools: ``AGENT --version`` and, when the agent is not on the session's PATH, the login
 shell asked for its PATH. Both are bounded (see :func:`probe_script`) and killed with whatever
 they started (their own session through ``setsid`` where it exists), so none outlives the probe.
@@ -233,17 +234,35 @@ else
   esac
 fi
 
+# Agent slots held (see probe_script's slot_prefix): the slot files' inodes among the flock
+# locks /proc/locks lists. Read only: a probe takes no lock and creates no directory.
+if [ -n "$_hp_slotp" ]; then
+  _hp_v=$(id -u 2>/dev/null) || _hp_v=
+  _hp_sd=$_hp_slotp$_hp_v
+  if ! _hp_int "$_hp_v"; then _hp_unavailable slots
+  elif [ ! -d "$_hp_sd" ]; then _hp_put slots_held 0
+  elif [ -r /proc/locks ]; then
+    _hp_v=$( { ls -i -- "$_hp_sd" 2>/dev/null | sed 's/^/i /'; sed 's/^/l /' /proc/locks; } | awk '
+      $1 == "i" && $3 ~ /^slot-[0-9]+$/ { ino[$2] = 1 }
+      $1 == "l" && $3 == "FLOCK" { n = split($7, d, ":"); if ((d[n] in ino) && !seen[d[n]]++) held++ }
+      END { print held + 0 }' 2>/dev/null) || _hp_v=
+    if _hp_int "$_hp_v"; then _hp_put slots_held "$_hp_v"; else _hp_unavailable slots; fi
+  else _hp_unavailable slots
+  fi
+fi
+
 _hp_put unavailable "$_hp_miss"
 printf '%s\n' '__END__'
 """
 
 
-def _data_line(agent_program: str, workspace: str, login_lookup: bool) -> str:
+def _data_line(agent_program: str, workspace: str, login_lookup: bool, slot_prefix: str) -> str:
     raw = "\n".join(
         [
             f"_hp_prog={shlex.quote(agent_program)}",
             f"_hp_ws={shlex.quote(workspace)}",
             f"_hp_login={'1' if login_lookup else ''}",
+            f"_hp_slotp={shlex.quote(slot_prefix)}",
             "_hp_complete=1",
         ]
     ).encode("utf-8", "surrogateescape")
@@ -257,6 +276,7 @@ def probe_script(
     version_timeout_s: int = VERSION_TIMEOUT_S,
     login_timeout_s: int = LOGIN_TIMEOUT_S,
     login_lookup: bool = True,
+    slot_prefix: str = "",
 ) -> str:
     """The script ``/bin/sh`` reads on stdin (run as :data:`PROBE_COMMAND`), with the data in it.
 
@@ -270,15 +290,17 @@ def probe_script(
     whether to ask the login shell at all when the agent is not on the session's PATH; it is the
     one thing a probe runs that the user's dotfiles control (a profile can start an ``ssh-agent``
     that outlives it in a session of its own), so a caller that must run nothing of theirs turns
-    it off (the report then says ``login=skipped``).
+    it off (the report then says ``login=skipped``). ``slot_prefix``: where the sessions of a
+    host keep their agent slots, less the user id (files ``slot-N`` locked with ``flock`` while
+    an agent runs); the report counts those held (``slots_held``). ``""``: not asked.
 
     :raises ValueError: for an empty agent program, a NUL byte in either (no shell variable can
         hold one), or a bound that is not a whole number of seconds of at least 1.
     """
     if not agent_program:
         raise ValueError("the agent program must not be empty")
-    if "\0" in agent_program or "\0" in workspace:
-        raise ValueError("the agent program and the workspace must not hold a NUL byte")
+    if "\0" in agent_program or "\0" in workspace or "\0" in slot_prefix:
+        raise ValueError("the agent program, the workspace and the slot prefix must not hold a NUL byte")
     for what, value in (("version_timeout_s", version_timeout_s), ("login_timeout_s", login_timeout_s)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{what} must be a whole number of seconds, at least 1")
@@ -296,6 +318,12 @@ def probe_script(
         .replace("__END__", REPORT_END)
     )
     return (
-        "\n".join([_data_line(agent_program, workspace, login_lookup), decode, "unset _hp_data _hp_d _hp_complete"])
+        "\n".join(
+            [
+                _data_line(agent_program, workspace, login_lookup, slot_prefix),
+                decode,
+                "unset _hp_data _hp_d _hp_complete",
+            ]
+        )
         + body
     )

@@ -88,8 +88,9 @@ class ProbeReport:
     ``AGENT --version`` (``None`` when it timed out or did not run); ``agent_version``: the first
     non-empty line it printed, stdout and stderr together (an error message when it failed).
     ``unavailable``: the fields the host had no tool or file for, as it named them.
-    ``garbage_lines``: lines inside the report that were not ``key=value`` with a valid key;
-    ``invalid``: keys whose value did not read (the field is ``None``).
+    ``slots_held``: agent slots that running sessions hold on the host (``None``: not asked, or
+    the host cannot tell: no ``/proc/locks``). ``garbage_lines``: lines inside the report that
+    were not ``key=value`` with a valid key; ``invalid``: keys whose value did not read (the field is ``None``).
     """
 
     os: str | None = None
@@ -114,6 +115,7 @@ class ProbeReport:
     login: LoginLookup | None = None
     login_dir: str | None = None
     login_path: str | None = None
+    slots_held: int | None = None
     unavailable: tuple[str, ...] = ()
     garbage_lines: int = 0
     invalid: tuple[str, ...] = field(default=())
@@ -159,7 +161,7 @@ _TEXT: Final = frozenset(
     {"os", "arch", "kernel", "cores_from", "load_from", "path", "shell", "agent_path", "agent_version"}
     | {"login_dir", "login_path"}
 )
-_INTS: Final = frozenset({"cores", "mem_total_kib", "mem_available_kib", "disk_free_kib"})
+_INTS: Final = frozenset({"cores", "mem_total_kib", "mem_available_kib", "disk_free_kib", "slots_held"})
 
 
 def _fields(lines: list[str]) -> tuple[dict[str, object], int, list[str]]:

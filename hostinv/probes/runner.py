@@ -72,7 +72,9 @@ class ProbeSettings:
     file to read and add keys to instead of ``UserKnownHostsFile``. ``command_timeout_s`` bounds
     the whole probe after login; ``version_timeout_s`` the agent's ``--version`` within it (whole
     seconds on the host, rounded up). ``login_lookup``: ask the login shell for its PATH when the
-    agent is not on the session's (it runs the user's profile)."""
+    agent is not on the session's (it runs the user's profile). ``slot_prefix``: where sessions
+    keep the host's agent slots, less the user id (the session layer's convention); set, the
+    probe counts the slots held and a host with as many as its capacity is ``at_capacity``."""
 
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 20.0
@@ -81,6 +83,7 @@ class ProbeSettings:
     known_hosts: str | None = None
     version_timeout_s: float = 2.0
     login_lookup: bool = True
+    slot_prefix: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +383,7 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
         workspace,
         version_timeout_s=max(1, int(-(-settings.version_timeout_s // 1))),
         login_lookup=settings.login_lookup,
+        slot_prefix=settings.slot_prefix,
     )
     started = time.monotonic()
     destination = host.address or host.name
@@ -468,7 +472,8 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
                 judgement.fix,
             )
         return _finish(host, judgement, None, started)
-    return _finish(host, judge_report(report, agent, workspace), report, started)
+    capacity = host.capacity if settings.slot_prefix else None
+    return _finish(host, judge_report(report, agent, workspace, capacity=capacity), report, started)
 
 
 async def probe_hosts(

@@ -197,10 +197,12 @@ def _agent_problem(report: ProbeReport, agent: str) -> Judgement | None:
     return None
 
 
-def judge_report(report: ProbeReport, agent: str, workspace: str = "") -> Judgement:
+def judge_report(report: ProbeReport, agent: str, workspace: str = "", *, capacity: int | None = None) -> Judgement:
     """The probe-level verdict for ``agent`` (the program name or path probed) and ``workspace``
-    (as probed, for the message): ``workspace_invalid``, ``agent_not_found``, ``agent_failed`` or
-    ``ready`` (meaning: ready as far as a probe can tell; the handshake may say more).
+    (as probed, for the message): ``workspace_invalid``, ``agent_not_found``, ``agent_failed``,
+    ``at_capacity`` (with ``capacity``: the report counts that many slots held or more; a host
+    that cannot count its slots is not judged on them) or ``ready`` (meaning: ready as far as a
+    probe can tell; the handshake may say more).
 
     An agent whose ``--version`` timed out or exited otherwise is not judged on it: many agents
     answer no ``--version`` quickly, or at all, and still run.
@@ -212,6 +214,13 @@ def judge_report(report: ProbeReport, agent: str, workspace: str = "") -> Judgem
             return first
         others = "; ".join(f"{p.verdict}: {p.message}" for p in problems[1:])
         return Judgement(first.verdict, f"{first.message} (also {others})", first.fix)
+    held = report.slots_held
+    if capacity is not None and held is not None and held >= capacity:
+        return Judgement(
+            Verdict.AT_CAPACITY,
+            f"{held} agent{'s' if held != 1 else ''} already run there, its capacity is {capacity}",
+            "wait for a session there to end, pick another host, or raise the host's capacity in the inventory",
+        )
     version = report.agent_version if report.agent_exit == 0 else None
     if report.agent_timed_out:
         version = "its --version did not answer in time"

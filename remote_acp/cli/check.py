@@ -196,8 +196,10 @@ async def _check(request: _Request) -> list[HostCheck]:
 
     from ..fleet.cache import ProbeCache
     from ..fleet.check import check_hosts
+    from ..targets.ssh_script import SLOT_DIR_PREFIX
 
     probe_settings = ProbeSettings(
+        slot_prefix=SLOT_DIR_PREFIX,
         connect_timeout_s=request.connect_timeout,
         ssh_config=request.settings.config_file,
         host_key_policy="yes" if request.policy == "yes" else "accept-new",

@@ -18,6 +18,7 @@ from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 from .streams import occupy_closed_std_fds, tolerant
 
 if TYPE_CHECKING:
+    from ..fleet.pool import HostPool
     from ..targets.launch import LaunchTarget
 
 __all__ = ["main"]
@@ -110,7 +111,18 @@ def cli(log_level: str, log_format: str) -> None:
 @click.option("--stall-timeout-ms", type=int, default=None, help="Longest gap between events [300000].")
 @click.option("--stop-grace-ms", type=int, default=None, help="Graceful teardown window [5000].")
 @click.option(
-    "--host", default=None, callback=_no_nul, help="Run the agent on this host over ssh (alias, user@host, host:port)."
+    "--host",
+    default=None,
+    callback=_no_nul,
+    help="Run the agent on this host over ssh (alias, user@host, host:port), or on the best ready host of a "
+    "selection of the inventory (@group, a glob such as 'build-*', an inventory host name).",
+)
+@click.option(
+    "--inventory",
+    "inventory_file",
+    default=None,
+    callback=_no_nul,
+    help="The inventory --host selects from [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
 )
 @click.option(
     "--ssh-config", default=None, callback=_no_nul, help="An ssh_config file to use instead of ~/.ssh/config."
@@ -151,6 +163,7 @@ def run(
     stall_timeout_ms: int | None,
     stop_grace_ms: int | None,
     host: str | None,
+    inventory_file: str | None,
     ssh_config: str | None,
     host_key_policy: str | None,
     force_insecure_host_keys: bool,
@@ -189,6 +202,7 @@ def run(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     target: LaunchTarget | None = None
+    pool: HostPool | None = None
     if host is not None:
         from ..targets.ssh import SshSettings, SshTarget
 
@@ -205,16 +219,26 @@ def run(
             )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-        target = SshTarget(host, settings)
         if not workspace:
             raise click.UsageError("--workspace is required with --host (a directory on that host)")
         where = workspace
+        from .placement import fleet_hosts, is_selection
+
+        hosts = fleet_hosts(host, inventory_file, ssh_config)
+        if hosts is None:
+            target = SshTarget(host, settings)
+        else:
+            from ..fleet.pool import HostPool
+
+            if resume is not None and is_selection(host):
+                raise click.UsageError("--resume continues a session on its own host: give that host, not a selection")
+            pool = HostPool(hosts, settings=settings)
     else:
         # An explicit empty --workspace goes to the launch, which refuses it (invalid_workspace_cwd).
         where = "" if workspace == "" else _absolute(workspace)
     history = SessionHistory()
     if resume == "last":
-        label = target.label if target is not None else "local"
+        label = target.label if target is not None else pool.hosts[0].destination if pool is not None else "local"
         try:
             latest = history.recent(workspace=where, target=label, limit=1)
         except HistoryError as exc:
@@ -231,6 +255,7 @@ def run(
         resume=resume,
         show_replay=show_replay,
         history=history,
+        pool=pool,
     )
     _collect_later()
     code = anyio.run(run_prompts, request)

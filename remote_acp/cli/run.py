@@ -21,6 +21,7 @@ from .render import HumanRenderer, JsonRenderer
 from .streams import Output, OutputError, standard_output
 
 if TYPE_CHECKING:
+    from ..fleet.pool import HostPool, Placement
     from ..options import SessionOptions
     from ..targets.launch import LaunchTarget
 
@@ -39,6 +40,8 @@ class RunRequest:
     resume: str | None = None
     show_replay: bool = False
     history: SessionHistory | None = None
+    pool: HostPool | None = None
+    """Place the session on the best ready host of the pool (``target`` is then unused)."""
 
 
 # How long the closing lines may wait for a reader that makes no progress: an unread pipe must
@@ -123,7 +126,17 @@ async def _drive(
 ) -> int:
     """Start the session and run the prompts; the exit status of the turns."""
     output = renderer.output
-    async with open_session(request.workspace, request.options, request.target, resume=request.resume) as session:
+    async with contextlib.AsyncExitStack() as stack:
+        if request.pool is not None:
+            placement = await stack.enter_async_context(
+                request.pool.session(request.workspace, request.options, resume=request.resume)
+            )
+            await _placed(renderer, placement, final)
+            session = placement.session
+        else:
+            session = await stack.enter_async_context(
+                open_session(request.workspace, request.options, request.target, resume=request.resume)
+            )
         stop.session = session
         assert session.info is not None
         final.update(session_id=session.session_id, obtained=session.info.obtained)
@@ -144,6 +157,27 @@ async def _drive(
                 final["error_kind"] = turn["error_kind"]
                 return exit_code_for(turn["error_kind"])
     return EXIT_OK
+
+
+async def _placed(renderer: JsonRenderer | HumanRenderer, placement: Placement, final: dict[str, Any]) -> None:
+    """Say where the session was placed, and which hosts failed first."""
+    host = placement.host
+    final.update(host=host.name, destination=host.destination)
+    if isinstance(renderer, JsonRenderer):
+        failed = [
+            {
+                "host": a.host.name,
+                "error_kind": a.error.kind.value,
+                "retryable": a.error.retryable,
+                "message": str(a.error),
+            }
+            for a in placement.failed
+        ]
+        renderer.result({"type": "placement", "host": host.name, "destination": host.destination, "failed": failed})
+        return
+    for attempt in placement.failed:
+        await renderer.note(f"could not start on {attempt.host.name}: [{attempt.error.kind}] {attempt.error}")
+    await renderer.note(f"running on {host.name} ({host.destination})")
 
 
 async def run_prompts(request: RunRequest) -> int:
@@ -230,7 +264,7 @@ def _remember(request: RunRequest, final: dict[str, Any], started: str) -> None:
     record = SessionRecord(
         session_id=final["session_id"],
         agent=agent,
-        target=request.target.label if request.target is not None else "local",
+        target=final.get("destination") or (request.target.label if request.target is not None else "local"),
         workspace=request.workspace,
         when=started,
         outcome=final["outcome"] or "started",

@@ -66,6 +66,8 @@ _FIX: Final = {
     Verdict.INCOMPATIBLE_PROTOCOL: "install a version of the agent that speaks ACP protocol version 1 "
     "(or check that the command starts it in ACP mode)",
     Verdict.CREDENTIAL_UNVERIFIED: "log the agent in on that host, or carry its key (--ssh-pass-env)",
+    Verdict.AT_CAPACITY: "wait for a session there to end, pick another host, or raise the host's capacity "
+    "in the inventory",
     Verdict.PROBE_FAILED: "make the login run the command it is given (no ForceCommand, no nologin shell, "
     "no dotfile that reads standard input)",
 }
@@ -104,6 +106,8 @@ def handshake_judgement(error: RemoteAcpError) -> Judgement:
             return _judged(Verdict.AUTH_FAILED, error.message)
         if error.message.startswith(_NOT_CONNECTED):
             return _judged(Verdict.UNREACHABLE, text)
+    if kind is ErrorKind.PORT_EXIT and " is at capacity: " in error.message:
+        return _judged(Verdict.AT_CAPACITY, error.message)
     if kind is ErrorKind.PORT_EXIT and "before the session's command started" in error.message:
         return _judged(Verdict.PROBE_FAILED, text)
     # The agent (or the login around it) ended early: its status and masked stderr tail are in text.
@@ -150,8 +154,9 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
 
 
 def host_target(host: Host, settings: SshSettings) -> SshTarget:
-    """The :class:`SshTarget` a session on ``host`` would use: its destination, and its inventory
-    ssh settings through a generated ssh_config when it has any.
+    """The :class:`SshTarget` a session on ``host`` would use: its destination, its capacity (the
+    host's agent slots), and its inventory ssh settings through a generated ssh_config when it
+    has any.
 
     :raises ValueError: unusable ssh options (see :func:`host_config_text`).
     :raises RemoteAcpError: ``agent_not_found`` when the generated config cannot be written.
@@ -167,7 +172,7 @@ def host_target(host: Host, settings: SshSettings) -> SshTarget:
     if text is not None:
         path = write_fallback_config(text, fallback_config_dir())
         settings = replace(settings, config_file=str(path))
-    return SshTarget(host.destination, settings)
+    return SshTarget(host.destination, replace(settings, capacity=host.capacity))
 
 
 def _auth_required(verdict: CredentialVerdict) -> bool:

@@ -124,6 +124,8 @@ class HostCheck:
             "load": list(report.load) if report and report.load else None,
             "mem_available_kib": report.mem_available_kib if report else None,
             "disk_free_kib": report.disk_free_kib if report else None,
+            "capacity": self.host.capacity,
+            "slots_held": report.slots_held if report else None,
             "agent_path": report.agent_path if report else None,
             "agent_name": shake.agent_name or None if shake else None,
             "agent_version": self.agent_version,
@@ -139,7 +141,18 @@ def exit_status(checks: Iterable[HostCheck]) -> int:
     return EXIT_SOME_UNREACHABLE if verdicts <= CONNECTION_VERDICTS else EXIT_SOME_NOT_READY
 
 
-TABLE_COLUMNS: Final = ("host", "verdict", "reason", "fix", "latency", "os/arch", "cores", "load", "agent")
+TABLE_COLUMNS: Final = (
+    "host",
+    "verdict",
+    "reason",
+    "fix",
+    "latency",
+    "os/arch",
+    "cores",
+    "load",
+    "slots",
+    "agent",
+)
 
 
 def table_rows(checks: Sequence[HostCheck]) -> list[tuple[str, ...]]:
@@ -160,6 +173,7 @@ def table_rows(checks: Sequence[HostCheck]) -> list[tuple[str, ...]]:
                 system,
                 str(r.cores) if r and r.cores is not None else "",
                 load,
+                f"{r.slots_held}/{c.host.capacity}" if r and r.slots_held is not None else "",
                 _agent(c),
             )
         )

@@ -180,7 +180,8 @@ def _port(text: str, whole: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SshSettings:
-    """How ``ssh`` is run. Every field is also a ``remote-acp run`` flag."""
+    """How ``ssh`` is run. Every field but :attr:`capacity` (an inventory host's) is also a
+    ``remote-acp run`` flag."""
 
     host_key_policy: HostKeyPolicy | None = None
     """``None``: ``accept-new``, unless the ssh_config ssh reads sets a policy for the host, ``ask``
@@ -201,6 +202,11 @@ class SshSettings:
     """How many sessions may be starting (connecting through ``initialize``) on one host at once,
     counted across every target of this process; more wait. Below sshd's default ``MaxStartups``
     (10), with room for other clients."""
+    capacity: int | None = None
+    """How many agents may run on the host at once, counted on the host itself across every
+    controller (lock files, :mod:`remote_acp.targets.ssh_script`): a start finding every slot
+    held fails ``port_exit``, retryable, and starts nothing. ``None``: no slot is taken. The
+    host needs ``flock`` (util-linux, BusyBox)."""
 
     def __post_init__(self) -> None:
         if self.host_key_policy is not None and self.host_key_policy not in _POLICIES:
@@ -214,6 +220,8 @@ class SshSettings:
             raise ValueError("config_file must be a non-empty path without line breaks")
         for what in _NUMERIC_SETTINGS:
             check_count(what, getattr(self, what))
+        if self.capacity is not None:
+            check_count("capacity", self.capacity)
         validate_env_names(self.pass_env)
 
 
@@ -264,7 +272,12 @@ class SshTarget:
             carried[name] = environ[name]
         marker = f"remote-acp-ready-{secrets.token_hex(8)}"
         script = remote_script(
-            workspace, command, carried, kill_grace_s=self.settings.kill_grace_s, ready_marker=marker
+            workspace,
+            command,
+            carried,
+            kill_grace_s=self.settings.kill_grace_s,
+            ready_marker=marker,
+            capacity=self.settings.capacity,
         )
         config = await self._ssh_config(ssh, destination, environ)
         return LaunchSpec(

@@ -23,11 +23,15 @@ from typing import TYPE_CHECKING, Final
 
 from ..errors import ErrorKind, RemoteAcpError
 from .ssh_script import (
+    AT_CAPACITY_MARK,
+    EXIT_AT_CAPACITY,
     EXIT_INCOMPLETE,
+    EXIT_NO_SLOTS,
     EXIT_NO_TOOL,
     EXIT_NO_WORKSPACE,
     INCOMPLETE_MARK,
     SIGNAL_MARK,
+    SLOTS_MARK,
     TOOL_MARK,
     WORKSPACE_MARK,
 )
@@ -89,11 +93,27 @@ def ssh_exit_error(
             detail=stderr,
         )
     if code == EXIT_NO_TOOL and TOOL_MARK in stderr:
-        tool = stderr.split(TOOL_MARK, 1)[1].split(" | ", 1)[0].strip()
+        tool = _after(stderr, TOOL_MARK)
         return RemoteAcpError(
             ErrorKind.AGENT_NOT_FOUND,
             f"{label} lacks {tool}, which the session's supervisor needs: install it there; nothing was started",
             detail=stderr,
+        )
+    if code == EXIT_AT_CAPACITY and AT_CAPACITY_MARK in stderr:
+        slots = _after(stderr, AT_CAPACITY_MARK)
+        # Retryable: a slot frees when a session there ends; a scheduler tries another host.
+        return RemoteAcpError(
+            ErrorKind.PORT_EXIT,
+            f"{label} is at capacity: all {slots} of its agent slots are held by running sessions; nothing was started",
+            detail=stderr,
+        )
+    if code == EXIT_NO_SLOTS and SLOTS_MARK in stderr:
+        return RemoteAcpError(
+            ErrorKind.PORT_EXIT,
+            f"the agent slots directory {_after(stderr, SLOTS_MARK)} on {label} is not usable: it must be a "
+            "directory the user owns and no link; remove whatever is in its place",
+            detail=stderr,
+            retryable=False,
         )
     if code == EXIT_INCOMPLETE and INCOMPLETE_MARK in stderr:
         return RemoteAcpError(
@@ -142,6 +162,11 @@ def ssh_exit_error(
             retryable=False,
         )
     return None
+
+
+def _after(stderr: str, mark: str) -> str:
+    """The word(s) the script printed after ``mark``, on that line of the tail."""
+    return stderr.split(mark, 1)[1].split(" | ", 1)[0].strip()
 
 
 def _connection_error(label: str, reason: str, stderr: str) -> RemoteAcpError:

@@ -27,6 +27,14 @@ the marker line and reads one line, the go-ahead, from stdin: the client sends i
 saw the marker, so a session given up before (a login that hung past the bound) reads end of
 file there and starts nothing (:data:`EXIT_NO_GO`). Then it starts the agent and supervises it.
 
+Capacity (when the session has one): before the ready marker the script takes one of the host's
+agent slots, a lock (``flock``) on one of the files ``slot-1`` .. ``slot-N`` in the user's slot
+directory (:data:`SLOT_DIR_PREFIX` and the user id), held on a descriptor that the script and
+the agent keep open for the session's whole life. The kernel releases it when the last of them
+exits, however it dies, so slots hold across controllers with no coordinator and never leak. Every
+slot held: exit :data:`EXIT_AT_CAPACITY` with :data:`AT_CAPACITY_MARK`, nothing started. A
+probe counts held slots read-only, from ``/proc/locks``.
+
 See :mod:`remote_acp.targets.ssh` for the theory of operation of the supervisor and what the
 host needs.
 """
@@ -46,13 +54,18 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOTSTRAP",
     "END_MARK",
+    "AT_CAPACITY_MARK",
+    "EXIT_AT_CAPACITY",
     "EXIT_INCOMPLETE",
     "EXIT_NO_ENVIRONMENT",
+    "EXIT_NO_SLOTS",
     "EXIT_NO_GO",
     "EXIT_NO_TOOL",
     "EXIT_NO_WORKSPACE",
     "INCOMPLETE_MARK",
     "SIGNAL_MARK",
+    "SLOTS_MARK",
+    "SLOT_DIR_PREFIX",
     "SUPERVISOR_TOOLS",
     "TOOL_FALLBACK_PATH",
     "TOOL_MARK",
@@ -66,6 +79,8 @@ __all__ = [
 
 BOOTSTRAP: Final = 'IFS= read -r l && eval "$l"'
 """What ``/bin/sh -c`` runs on the host: read the loader line from stdin and run it. Fixed."""
+EXIT_NO_SLOTS: Final = 93
+EXIT_AT_CAPACITY: Final = 94
 EXIT_NO_GO: Final = 95
 EXIT_NO_TOOL: Final = 96
 EXIT_NO_WORKSPACE: Final = 97
@@ -77,7 +92,15 @@ TOOL_MARK: Final = "remote-acp: this host lacks a tool the session's supervisor 
 INCOMPLETE_MARK: Final = "remote-acp: the session script sent on stdin did not arrive whole"
 ANOTHER_SHELL: Final = " (another shell, started by a login script, read it as its commands)"
 NO_GO_MARK: Final = "remote-acp: no go-ahead after the ready marker; nothing was started"
+AT_CAPACITY_MARK: Final = "remote-acp: host at capacity: every agent slot is held; slots:"
+SLOTS_MARK: Final = "remote-acp: the agent slots directory is not usable (it must be a directory the user owns):"
 END_MARK: Final = "# remote-acp end"
+SLOT_DIR_PREFIX: Final = "/tmp/remote-acp-slots-"
+"""Where a host keeps its agent slots: this prefix and the user's numeric id. Local to the host
+(``/tmp``, never a home directory that NFS may share between hosts), one per user (the directory
+must be the user's own, so nobody else can hold or plant its slots)."""
+SLOT_TOOLS: Final = ("flock", "id", "ls")
+"""What taking a slot runs besides the supervisor's tools."""
 SUPERVISOR_TOOLS: Final = ("awk", "grep", "sed", "cat", "sleep")
 """What the supervisor runs besides builtins (and ``ps``, ``tr`` on a host without ``/proc``)."""
 TOOL_FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
@@ -253,6 +276,8 @@ def remote_script(
     token: str | None = None,
     ready_marker: str | None = None,
     tool_path: str = TOOL_FALLBACK_PATH,
+    capacity: int | None = None,
+    slot_prefix: str = SLOT_DIR_PREFIX,
 ) -> str:
     """The script ``/bin/sh`` runs on the host (see the module docstring); it travels on stdin
     (:func:`stdin_prefix`), and holds the data (:func:`data_line`).
@@ -265,13 +290,17 @@ def remote_script(
     script's cleanup kills whatever carries its token. ``ready_marker``: printed on a line of its
     own once the script is ready, after which one line (``go``) is read before the agent starts;
     ``None``: neither. ``tool_path``: where the supervisor's tools are looked for after the
-    login's PATH.
+    login's PATH. ``capacity``: take one of the host's first ``capacity`` agent slots before
+    the agent starts (see the module docstring); ``None``: take none. ``slot_prefix``: the slot
+    directory, less the user id (tests point it elsewhere).
 
-    :raises ValueError: for a ``kill_grace_s`` that is not an integer of at least 1, a token or
-        marker that is not made of ASCII letters, digits and ``-``, or a tool path with a quote or
-        a line break.
+    :raises ValueError: for a ``kill_grace_s`` or ``capacity`` that is not an integer of at least 1, a token or
+        marker that is not made of ASCII letters, digits and ``-``, a tool path with a quote or
+        a line break, or a slot prefix that is not a plain absolute path.
     """
     check_count("kill_grace_s", kill_grace_s)
+    if capacity is not None:
+        check_count("capacity", capacity)
     if token is not None and not (token.isascii() and token.isalnum()):
         raise ValueError("the session token must be ASCII letters and digits")
     if ready_marker is not None and not (
@@ -280,6 +309,8 @@ def remote_script(
         raise ValueError("the ready marker must be ASCII letters, digits and dashes")
     if any(c in tool_path for c in "'\\\n"):
         raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
+    if not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= _PLAIN:
+        raise ValueError("the slot prefix must be an absolute path of letters, digits and /._,:+=@%-")
     incomplete = f"{{ printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; }}"
     lines = [
         # The bootstrap's own variable holds this line only when it read the line itself: a login
@@ -295,13 +326,15 @@ def remote_script(
         # fall back to the usual places, so a PATH a dotfile trimmed cannot leave it toolless.
         "_ra_had_path=${PATH+1} _ra_path=${PATH-}",
         f"PATH=${{PATH:+$PATH:}}{_q(tool_path)}",
-        f"_ra_tools='{' '.join(SUPERVISOR_TOOLS)}'",
+        f"_ra_tools='{' '.join(SUPERVISOR_TOOLS + (SLOT_TOOLS if capacity is not None else ()))}'",
         '[ -r "/proc/$$/stat" ] || _ra_tools="$_ra_tools ps tr"',
         "for _ra_t in $_ra_tools; do",
         '  command -v "$_ra_t" >/dev/null 2>&1 || '
         f"{{ printf '%s %s\\n' {_q(TOOL_MARK)} \"$_ra_t\" >&2; exit {EXIT_NO_TOOL}; }}",
         "done",
     ]
+    if capacity is not None:
+        lines += _slot_lines(capacity, slot_prefix)
     if ready_marker is not None:
         lines += [
             f"printf '%s\\n' {ready_marker}",
@@ -314,6 +347,32 @@ def remote_script(
         .replace("__TOKEN__", token or secrets.token_hex(8))
     )
     return "\n".join(lines) + supervise + END_MARK + "\n"
+
+
+def _slot_lines(capacity: int, prefix: str) -> list[str]:
+    """Take a free slot of the first ``capacity`` on descriptor 9, or exit (see the module docstring).
+
+    ``exec 9>>`` creates the file if needed and never truncates; a failing ``exec`` redirection
+    ends a non-interactive shell, which is the right outcome in a directory we cannot write.
+    """
+    unusable = f"{{ printf '%s %s\\n' {_q(SLOTS_MARK)} \"$_ra_sd\" >&2; exit {EXIT_NO_SLOTS}; }}"
+    return [
+        f"_ra_uid=$(id -u) && _ra_sd={_q(prefix)}$_ra_uid || {unusable}",
+        'mkdir -m 700 "$_ra_sd" 2>/dev/null',
+        # Owned by us and no link: nobody else can hold our slots or plant files among them.
+        '[ -d "$_ra_sd" ] && [ ! -h "$_ra_sd" ] && '
+        f'[ "$(ls -ldn -- "$_ra_sd" | awk \'{{ print $3 }}\')" = "$_ra_uid" ] || {unusable}',
+        "_ra_k=0",
+        "while :; do",
+        "  _ra_k=$((_ra_k + 1))",
+        f"  if [ \"$_ra_k\" -gt {capacity} ]; then printf '%s %s\\n' {_q(AT_CAPACITY_MARK)} {capacity} >&2; "
+        f"exit {EXIT_AT_CAPACITY}; fi",
+        '  exec 9>>"$_ra_sd/slot-$_ra_k"',
+        "  flock -n 9 && break",
+        "  exec 9>&-",
+        "done",
+        "unset _ra_k _ra_uid _ra_sd",
+    ]
 
 
 def stdin_prefix(script: str) -> bytes:

@@ -1,0 +1,57 @@
+"""``remote-acp run --host SELECTOR``: which hosts a run may be placed on, read from the inventory.
+
+``--host`` names a fleet selection when it is ``@group`` or a glob (``build-*``), and a host of
+the operator's inventory when the inventory file (``--inventory``, ``$REMOTE_ACP_INVENTORY`` or
+the default file, when it exists) names it: then the run is placed through a
+:class:`~remote_acp.fleet.HostPool`, with each host's settings and capacity. Anything else is an
+ssh destination as it is, which keeps the plain ``--host`` start from loading the inventory at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import click
+
+if TYPE_CHECKING:
+    from hostinv import Host
+
+__all__ = ["fleet_hosts", "is_selection"]
+
+_GLOB: Final = frozenset("*?[")
+
+
+def is_selection(text: str) -> bool:
+    """Whether ``--host`` names a selection (``@group``, a glob) rather than one destination."""
+    return text.startswith("@") or bool(_GLOB & set(text))
+
+
+def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -> list[Host] | None:
+    """The inventory hosts ``text`` selects, or ``None`` when it is a plain destination.
+
+    :raises click.UsageError: a selection that matches no host, or is malformed.
+    :raises InventoryFileError: an inventory file that cannot be read (exit status 10).
+    """
+    import os
+
+    from .inventory import _load, _path
+
+    selection = is_selection(text)
+    if not selection:
+        if inventory_file is None:
+            from hostinv.inventory import default_inventory_path
+
+            own, _ = default_inventory_path()
+            if not os.path.exists(own):
+                return None
+        import hostinv
+
+        named = _load(lambda: hostinv.load_inventory(_path(inventory_file), use_ssh_config=False)).get(text)
+        return None if named is None else [named]
+    import hostinv
+
+    merged = _load(lambda: hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config)))
+    try:
+        return hostinv.select(merged, [text])
+    except hostinv.HostinvError as exc:
+        raise click.UsageError(str(exc)) from None
