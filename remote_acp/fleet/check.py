@@ -153,10 +153,11 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     return "\n".join(lines) + "\n"
 
 
-def host_target(host: Host, settings: SshSettings) -> SshTarget:
-    """The :class:`SshTarget` a session on ``host`` would use: its destination, its capacity (the
-    host's agent slots), and its inventory ssh settings through a generated ssh_config when it
-    has any.
+def host_target(host: Host, settings: SshSettings, *, take_slot: bool = False) -> SshTarget:
+    """The :class:`SshTarget` a session on ``host`` would use: its destination, and its inventory
+    ssh settings through a generated ssh_config when it has any. ``take_slot``: the session takes
+    one of the host's agent slots (its capacity) for its life, as placed sessions do; a check's
+    handshake takes none, so checking a fleet never keeps its work from a slot.
 
     :raises ValueError: unusable ssh options (see :func:`host_config_text`).
     :raises RemoteAcpError: ``agent_not_found`` when the generated config cannot be written.
@@ -172,7 +173,7 @@ def host_target(host: Host, settings: SshSettings) -> SshTarget:
     if text is not None:
         path = write_fallback_config(text, fallback_config_dir())
         settings = replace(settings, config_file=str(path))
-    return SshTarget(host.destination, replace(settings, capacity=host.capacity))
+    return SshTarget(host.destination, replace(settings, capacity=host.capacity if take_slot else None))
 
 
 def _auth_required(verdict: CredentialVerdict) -> bool:

@@ -180,7 +180,7 @@ class HostPool:
         async with contextlib.AsyncExitStack() as stack:
             for host in order[: self.max_attempts]:
                 try:
-                    target = host_target(host, self.settings)
+                    target = host_target(host, self.settings, take_slot=True)
                     session = await stack.enter_async_context(open_session(workspace, options, target, resume=resume))
                 except ValueError as exc:  # the host's ssh options in the inventory: ssh never ran
                     failed.append(Attempt(host, RemoteAcpError(ErrorKind.PORT_EXIT, str(exc), retryable=False)))

@@ -1,0 +1,252 @@
+"""Sessions placed on the fleet, against real sshd hosts: a host's capacity held across separate
+``remote-acp`` processes, ``check host`` seeing a full host, and placement falling over from a
+host whose start fails (an agent that dies starting; a host that went down after its probe).
+
+The hosts' sessions run as throwaway users, so their agent slots (``/tmp/remote-acp-slots-UID``
+on the host, which every lab host shares here: they are one machine) are the test's alone. The
+agent is the scripted agent under the system's python3, which those users can run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from hostinv import Host
+from integration.sshlab import SshLab
+from integration.users import User, throwaway_user
+from remote_acp.errors import ErrorKind
+from remote_acp.fleet import HostPool
+from remote_acp.options import SessionOptions
+from remote_acp.targets.process_tree import alive
+from remote_acp.targets.ssh import SshSettings
+from tests.support.agents import wait_until
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.anyio
+
+CLI = [sys.executable, "-m", "remote_acp.cli.main"]
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+# The agent answers the probe's --version; started for a session, it records its pid (one file
+# per agent), then becomes the scripted agent. With
+# --crash-once, the first agent started by any host of the user crashes during initialize.
+AGENT = """#!/bin/sh
+[ "$1" = --version ] && {{ echo "scripted 1.0"; exit 0; }}
+mkdir -p "$HOME/pids"; echo $$ > "$HOME/pids/pid-$$"
+if [ "$1" = --crash-once ] && mkdir "$HOME/crashed" 2>/dev/null; then
+  exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent --crash-at initialize
+fi
+exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
+"""
+
+
+@pytest.fixture(scope="module")
+def homes() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="ra-homes-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def user(ssh_lab: SshLab, homes: Path) -> Iterator[User]:
+    assert PYTHON is not None
+    with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), base=homes) as u:
+        u.write("agent", AGENT.format(repo=REPO, python=PYTHON), mode=0o755)
+        u.makedirs(u.home / "ws")
+        yield u
+
+
+class Fleet:
+    """An inventory of lab hosts as ``user``, and the CLI run against it."""
+
+    def __init__(self, lab: SshLab, user: User, root: Path, hosts: dict[str, tuple[str, int]]) -> None:
+        self.lab, self.user = lab, user
+        self.inventory = root / "inventory.yaml"
+        self.inventory.write_text(
+            "hosts:\n"
+            + "".join(
+                f"  {name}:\n    address: {alias}\n    user: {user.name}\n    capacity: {capacity}\n"
+                "    groups: [pair]\n"
+                for name, (alias, capacity) in hosts.items()
+            )
+        )
+        self.env = os.environ | {"REMOTE_ACP_CACHE_DIR": str(root / "cache")}
+
+    def argv(self, host: str, *prompts: str, agent_args: str = "") -> list[str]:
+        return [
+            *CLI,
+            "run",
+            "--json",
+            "--host",
+            host,
+            "--inventory",
+            str(self.inventory),
+            "--ssh-config",
+            str(self.lab.config),
+            "--workspace",
+            str(self.user.home / "ws"),
+            "--agent",
+            f"{self.user.home}/agent {agent_args}".strip(),
+            *prompts,
+        ]
+
+    def start(self, host: str, *prompts: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.argv(host, *prompts), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
+        )
+
+    def run(self, host: str, *prompts: str, agent_args: str = "") -> tuple[int, list[dict[str, Any]]]:
+        done = subprocess.run(
+            self.argv(host, *prompts, agent_args=agent_args),
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            check=False,
+        )
+        return done.returncode, [json.loads(line) for line in done.stdout.splitlines()]
+
+    def check(self, host: str) -> tuple[int, dict[str, Any]]:
+        argv = [
+            *CLI,
+            "check",
+            "host",
+            host,
+            "--json",
+            "--no-handshake",
+            "--agent",
+            f"{self.user.home}/agent",
+            "--workspace",
+            str(self.user.home / "ws"),
+            "--inventory",
+            str(self.inventory),
+            "--ssh-config",
+            str(self.lab.config),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=120, check=False)
+        return done.returncode, json.loads(done.stdout)
+
+    def agents(self) -> list[int]:
+        pids = self.user.home / "pids"
+        return [int(p.name.removeprefix("pid-")) for p in pids.glob("pid-*")] if pids.exists() else []
+
+    def running_agents(self) -> list[int]:
+        return [pid for pid in self.agents() if alive(pid)]
+
+
+def result(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(line for line in lines if line["type"] == "run_result")
+
+
+async def test_separate_controllers_never_run_more_agents_than_the_hosts_capacity(
+    ssh_lab: SshLab, user: User, tmp_path: Path
+) -> None:
+    fleet = Fleet(ssh_lab, user, tmp_path, {"shared": ("lab1", 2)})
+    runs = [fleet.start("shared", "@sleep=120 held") for _ in range(4)]
+    try:
+        # Every run either holds an agent now or has given up.
+        await wait_until(lambda: len(fleet.running_agents()) + sum(r.poll() is not None for r in runs) == 4, within=90)
+        refused = [r for r in runs if r.poll() is not None]
+        holding = [r for r in runs if r.poll() is None]
+        assert len(refused) == 2 and len(fleet.running_agents()) == 2
+        for run in refused:
+            out, _ = run.communicate(timeout=30)
+            final = result([json.loads(line) for line in out.splitlines()])
+            assert run.returncode == 5, final
+            assert (final["outcome"], final["error_kind"]) == ("start_failed", "port_exit")
+            assert "is at capacity: all 2 of its agent slots are held" in final["message"]
+
+        status, seen = fleet.check("shared")
+        assert (status, seen["verdict"], seen["slots_held"], seen["capacity"]) == (21, "at_capacity", 2, 2), seen
+        assert seen["message"] == "2 agents already run there, its capacity is 2"
+
+        # A controller SIGKILLed: its agent goes with it, and so does its slot.
+        victim = holding.pop()
+        victim.kill()
+        victim.communicate(timeout=30)
+        await wait_until(lambda: len(fleet.running_agents()) == 1, within=30)
+        deadline = time.monotonic() + 30
+        while True:  # the slot frees once the host's side of the killed session is gone
+            status, lines = fleet.run("shared", "hi")
+            if status == 0 or time.monotonic() > deadline:
+                break
+        assert status == 0, result(lines)
+        assert result(lines)["host"] == "shared"
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.send_signal(signal.SIGINT)
+        for run in runs:
+            run.communicate(timeout=60)
+    await wait_until(lambda: not fleet.running_agents(), within=30)
+    await wait_until(lambda: not ssh_lab.host("lab1").session_processes(), within=30)
+
+
+async def test_a_run_falls_over_to_the_next_host_when_its_start_fails(
+    ssh_lab: SshLab, user: User, tmp_path: Path
+) -> None:
+    fleet = Fleet(ssh_lab, user, tmp_path, {"a": ("lab1", 2), "b": ("lab2", 2)})
+    status, lines = fleet.run("@pair", "hi", agent_args="--crash-once")
+    assert status == 0, lines
+    placement = next(line for line in lines if line["type"] == "placement")
+    (failed,) = placement["failed"]
+    assert failed["host"] in ("a", "b") and failed["host"] != placement["host"]
+    assert (failed["error_kind"], failed["retryable"]) == ("port_exit", True)
+    final = result(lines)
+    assert (final["outcome"], final["host"]) == ("turn_completed", placement["host"]), final
+    assert len(fleet.agents()) == 2  # the one that crashed, the one that ran
+    await wait_until(lambda: not fleet.running_agents(), within=30)
+
+
+async def test_a_selection_that_matches_nothing_is_a_usage_error(ssh_lab: SshLab, user: User, tmp_path: Path) -> None:
+    fleet = Fleet(ssh_lab, user, tmp_path, {"a": ("lab1", 1)})
+    done = await anyio.run_process(fleet.argv("@nowhere", "hi"), env=fleet.env, check=False)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "nowhere" in stderr
+    assert not fleet.agents()
+
+
+async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_path: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    lab = SshLab(tmp_path / "lab").start(2, namespaced=False)
+    try:
+        hosts = [Host(name=h.alias, address=h.alias, capacity=4) for h in lab.hosts]
+        pool = HostPool(
+            hosts, settings=SshSettings(config_file=str(lab.config), connect_timeout_s=5), probe_max_age_s=600
+        )
+        program = sys.executable
+        first, second = await pool.rank(program, str(tmp_path))
+        dead = lab.host(first.name)
+        assert dead.process is not None
+        dead.process.kill()  # the listener goes: connections are refused from now on
+        dead.process.wait()
+        options = SessionOptions(command=[program, "-m", "remote_acp.testing.scripted_agent"])
+        async with pool.session(str(tmp_path), options) as placed:
+            assert placed.host == second
+            (attempt,) = placed.failed
+            assert attempt.host == first
+            assert (attempt.error.kind, attempt.error.retryable) == (ErrorKind.PORT_EXIT, True)
+            assert pool.opened == {second.name: 1}
+            outcome = await placed.session.run_turn("hi")
+            assert outcome.outcome == "turn_completed"
+        assert pool.opened == {}
+    finally:
+        lab.stop()
