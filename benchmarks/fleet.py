@@ -39,8 +39,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from remote_acp.targets.ssh_script import SLOT_DIR_PREFIX
 
 from ._common import (
     PY,
@@ -57,11 +60,13 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from integration.sshlab import SshLab
 
 SSHD = "/usr/sbin/sshd"
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""Runs the throwaway user's agent: this interpreter may sit where that user cannot reach."""
 ANSIBLE_VERSION = "2.19.14"
 """The newest ansible-core whose controller runs on Python 3.11."""
 ANSIBLE_ENV = "REMOTE_ACP_BENCH_ANSIBLE"
@@ -180,15 +185,57 @@ def _processes_naming(text: str) -> list[int]:
 # --------------------------------------------------------------------------- the fleet
 
 
+@dataclass(frozen=True, slots=True)
+class Login:
+    """Who every contender logs in as, the workspace there, and the agent command."""
+
+    user: str
+    workspace: Path
+    agent: str
+    note: str
+
+
+AGENT_WRAPPER = """#!/bin/sh
+case "$1" in --version) echo "scripted-agent 1.0.0"; exit 0 ;; esac
+PYTHONPATH={repo} exec {python} -m remote_acp.testing.scripted_agent "$@"
+"""
+
+
+@contextlib.contextmanager
+def login(lab: SshLab, root: Path, as_root: bool) -> Iterator[Login]:
+    """Root (the machine's own dotfiles apply), or a throwaway user with bash and no dotfiles.
+
+    The throwaway user cannot run this interpreter when it lives under root's home, so its agent
+    is a small script that runs the scriptable agent with the system's python3 and this
+    checkout on ``PYTHONPATH`` (the agent needs nothing but the standard library)."""
+    if as_root:
+        workspace = root / "ws"
+        workspace.mkdir()
+        yield Login("root", workspace, agent_command(), "root, with the machine's own dotfiles")
+        return
+    from integration.users import throwaway_user
+
+    with throwaway_user(lab.client_key.with_suffix(".pub"), shell="/bin/bash") as user:
+        try:
+            workspace = user.makedirs(user.home / "ws")
+            agent = user.write("bin/scripted-agent", AGENT_WRAPPER.format(repo=REPO, python=SYSTEM_PYTHON), 0o755)
+            yield Login(
+                user.name, workspace, str(agent), f"{user.name}, a throwaway user: login shell bash, no dotfiles"
+            )
+        finally:
+            # The sessions' agent slots: one directory per user on the host (here, this machine).
+            shutil.rmtree(f"{SLOT_DIR_PREFIX}{user.uid}", ignore_errors=True)
+
+
 class Fleet:
     """The lab, the inventories for each size, and the command of each contender."""
 
-    def __init__(self, lab: SshLab, root: Path, ansible_exe: str | None) -> None:
+    def __init__(self, lab: SshLab, root: Path, who: Login, ansible_exe: str | None) -> None:
         self.lab = lab
         self.root = root
+        self.login = who
         self.ansible_exe = ansible_exe
-        self.workspace = root / "ws"
-        self.workspace.mkdir()
+        self.workspace = who.workspace
         self.control_dir = root / "cp"  # Ansible's ControlPath directory: its masters name it
         self.control_dir.mkdir()
         for sub in ("ansible-home", "ansible-local", "cache", "state"):
@@ -227,10 +274,11 @@ class Fleet:
         names = [h.alias for h in self.lab.hosts[:count]]
         ours = self.root / f"inventory-{count}.yaml"
         ours.write_text(
-            f"defaults:\n  capacity: {count}\n  groups: [fleet]\nhosts:\n" + "".join(f"  {name}:\n" for name in names)
+            f"defaults:\n  user: {self.login.user}\n  capacity: {count}\n  groups: [fleet]\nhosts:\n"
+            + "".join(f"  {name}:\n" for name in names)
         )
         ini = self.root / f"hosts-{count}.ini"
-        ini.write_text("".join(f"{name}\n" for name in names))
+        ini.write_text("".join(f"{name}\n" for name in names) + f"\n[all:vars]\nansible_user={self.login.user}\n")
         return ours, ini
 
     def check_host(self, count: int, *, handshake: bool) -> Callable[[], float]:
@@ -244,7 +292,7 @@ class Fleet:
             "@fleet",
             *([] if handshake else ["--no-handshake"]),
             "--agent",
-            agent_command(),
+            self.login.agent,
             "--workspace",
             str(self.workspace),
             "--inventory",
@@ -277,7 +325,7 @@ class Fleet:
             "-m",
             "benchmarks._fanout",
             "--user",
-            "root",
+            self.login.user,
             "--key",
             str(self.lab.client_key),
             "--known-hosts",
@@ -341,6 +389,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="recorded rounds per size (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first, Ansible's excepted (default 1)")
     parser.add_argument("--no-ansible", action="store_true", help="leave Ansible out")
+    parser.add_argument(
+        "--as-root",
+        action="store_true",
+        help="log in as root with the machine's dotfiles (default: a throwaway user, bash, no dotfiles)",
+    )
     parser.add_argument("--summary-file", help="save the target checks as JSON (used by run_all)")
     args = parser.parse_args()
     sizes = sorted({int(n) for n in args.hosts.split(",") if n.strip()})
@@ -352,6 +405,7 @@ def main() -> None:
                 ("root (the lab's sshd)", os.geteuid() != 0),
                 (SSHD, not os.path.exists(SSHD)),
                 ("ssh on PATH", shutil.which("ssh") is None),
+                (SYSTEM_PYTHON, not args.as_root and not os.path.exists(SYSTEM_PYTHON)),
             )
             if absent
         ]
@@ -377,9 +431,11 @@ def with_lab(args: argparse.Namespace, sizes: list[int], ansible_exe: str | None
             # but a roomy limit keeps a slow login from being dropped on a loaded machine.
             lab.start(max(sizes), namespaced=False, max_startups="1000:30:2000")
             print(f"lab: {len(lab.hosts)} sshd on 127.0.0.2..., started in {fmt_s(time.perf_counter() - started)}")
-            fleet = Fleet(lab, root, ansible_exe)
-            results = {size: measure(args, fleet, size) for size in sizes}
-            report(results, fleet, summary, max(sizes))
+            with login(lab, root, args.as_root) as who:
+                print(f"logging in as {who.note}; agent: {who.agent}", flush=True)
+                fleet = Fleet(lab, root, who, ansible_exe)
+                results = {size: measure(args, fleet, size) for size in sizes}
+                report(results, fleet, summary, max(sizes))
         finally:
             with contextlib.suppress(OSError):
                 for pid in _processes_naming(str(root / "cp")):
