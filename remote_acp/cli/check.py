@@ -117,7 +117,8 @@ def check_host(
     from ..fleet import exit_status
     from ..options import SessionOptions as Options
     from ..targets.ssh import SshSettings as Settings
-    from .inventory import _load, _notes, _path
+    from .inventory import _load, _notes
+    from .placement import load_merged
 
     try:
         words = shlex.split(agent)
@@ -129,7 +130,7 @@ def check_host(
         raise click.UsageError("--workspace must be an absolute path (a directory on the hosts)")
     if ssh_config is not None and ssh_config.lower() != "none" and not os.path.isfile(ssh_config):
         raise click.UsageError(f"the ssh config file {ssh_config} does not exist")
-    merged = _load(lambda: hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config)))
+    merged = _load(lambda: load_merged(inventory_file, ssh_config))
     try:
         hosts = hostinv.select(merged, selectors)
     except hostinv.HostinvError as exc:

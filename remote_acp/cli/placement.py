@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Final
 import click
 
 if TYPE_CHECKING:
-    from hostinv import Host
+    from hostinv import Host, Inventory
 
-__all__ = ["fleet_hosts", "is_selection"]
+__all__ = ["fleet_hosts", "is_selection", "load_merged"]
 
 _GLOB: Final = frozenset("*?[")
 
@@ -50,8 +50,19 @@ def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -
         return None if named is None else [named]
     import hostinv
 
-    merged = _load(lambda: hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config)))
+    merged = _load(lambda: load_merged(inventory_file, ssh_config))
     try:
         return hostinv.select(merged, [text])
     except hostinv.HostinvError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def load_merged(inventory_file: str | None, ssh_config: str | None) -> Inventory:
+    """The merged inventory, with ``ssh_config`` as ``ssh -F`` takes it (``none``: no ssh_config)."""
+    import hostinv
+
+    from .inventory import _path
+
+    if ssh_config is not None and ssh_config.lower() == "none":
+        return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False)
+    return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config))
