@@ -8,10 +8,17 @@ validated with pydantic and turned into these).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from .protocol.framing import DEFAULT_MAX_LINE_BYTES
 
+if TYPE_CHECKING:
+    from .mcp import McpServer
+
 __all__ = ["SessionOptions"]
+
+
+_NOT_BOUNDS = frozenset({"mcp_config", "mcp_servers", "fs_read", "fs_write"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +51,15 @@ class SessionOptions:
     """After the agent exits, how long a descendant may keep its stdout open."""
     stderr_tail_bytes: int = 8_192
     """How much of the agent's stderr is kept."""
+    mcp_config: str | None = None
+    """A JSON file of tool servers (``{"mcpServers": {...}}``), read at session start and delivered
+    with ``mcp_servers`` on a local launch; never over ssh (:mod:`remote_acp.session.remote_rules`)."""
+    mcp_servers: tuple[McpServer, ...] = ()
+    """Tool servers the caller supplies; their names are reserved (``mcp_config`` may not reuse one)."""
+    fs_read: bool = False
+    """Advertise ``fs.readTextFile`` and serve ``fs/read_text_file`` inside the workspace (local only)."""
+    fs_write: bool = False
+    """Advertise ``fs.writeTextFile`` and serve ``fs/write_text_file`` inside the workspace (local only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str | list) or (
@@ -51,11 +67,15 @@ class SessionOptions:
         ):
             raise ValueError("command must be a string or a list of strings")
         for f in fields(self):
-            if f.name in ("command", "stall_timeout_ms"):
+            if f.name in ("command", "stall_timeout_ms") or f.name in _NOT_BOUNDS:
                 continue
             value = getattr(self, f.name)
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{f.name} must be a positive integer, got {value!r}")
+        if not isinstance(self.mcp_servers, tuple):
+            raise ValueError("mcp_servers must be a tuple of McpServer")
+        if type(self.fs_read) is not bool or type(self.fs_write) is not bool:
+            raise ValueError("fs_read and fs_write must be booleans")
         if type(self.stall_timeout_ms) is not int:
             raise ValueError(f"stall_timeout_ms must be an integer, got {self.stall_timeout_ms!r}")
 

@@ -198,7 +198,8 @@ def run(
         "stop_grace_ms": stop_grace_ms,
     }
     try:
-        options = SessionOptions(command=agent, **{k: v for k, v in bounds.items() if v is not None})
+        given: dict[str, Any] = {k: v for k, v in bounds.items() if v is not None}
+        options = SessionOptions(command=agent, **given)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     target: LaunchTarget | None = None
