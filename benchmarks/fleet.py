@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -170,6 +171,27 @@ def timed(argv: Sequence[str], *, env: dict[str, str], cwd: Path) -> tuple[float
         return elapsed, stdout
 
 
+def _listener_cpu_s(lab: SshLab) -> float:
+    """CPU seconds of the lab's sshd listeners and every descendant they reaped: once no
+    connection is left, all the "remote" work (sshd, the login shell, the probe script, the agent)."""
+    total = 0
+    for host in lab.hosts:
+        if host.process is None:
+            continue
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{host.process.pid}/stat").read_text()
+            fields = stat[stat.rfind(")") + 2 :].split()
+            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of every descendant this process has reaped (the contender, and Ansible's
+    ControlPersist masters, re-parented here and reaped by :meth:`Fleet.settle`)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _processes_naming(text: str) -> list[int]:
     """Pids of every process whose command line contains ``text``."""
     found: list[int] = []
@@ -223,8 +245,28 @@ def login(lab: SshLab, root: Path, as_root: bool) -> Iterator[Login]:
                 user.name, workspace, str(agent), f"{user.name}, a throwaway user: login shell bash, no dotfiles"
             )
         finally:
+            _end_user_processes(user.uid)
             # The sessions' agent slots: one directory per user on the host (here, this machine).
             shutil.rmtree(f"{SLOT_DIR_PREFIX}{user.uid}", ignore_errors=True)
+
+
+def _end_user_processes(uid: int) -> None:
+    """Kill the user's processes and reap those re-parented here, so ``userdel`` (which refuses
+    while any process of the user exists, zombies included) can remove the user: after an
+    interrupted run, a killed contender's orphans are this process's children."""
+    from integration.users import uid_processes
+
+    deadline = time.monotonic() + 10
+    while True:
+        for pid in uid_processes(uid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # only dead children: the live sshd stay
+                pass
+        if not uid_processes(uid) or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
 
 
 class Fleet:
@@ -242,6 +284,7 @@ class Fleet:
             (root / sub).mkdir()
         (root / "ansible.cfg").write_text("")  # no ansible.cfg of the user's or the system's applies
         self.latencies: dict[tuple[int, bool], list[float]] = {}  # per host, from check host's JSON
+        self.cpu: dict[tuple[int, str], list[tuple[float, float]]] = {}  # (local, remote) CPU seconds per run
         self.connected: dict[int, list[float]] = {}  # the fan-out's own figure
         self.env = {
             **os.environ,
@@ -362,6 +405,19 @@ class Fleet:
 
         return run
 
+    def counted(self, count: int, name: str, run: Callable[[], float]) -> Callable[[], float]:
+        """``run`` (which settles the hosts before it returns), noting the CPU time it took here
+        and on the hosts."""
+        samples = self.cpu.setdefault((count, name), [])
+
+        def counted_run() -> float:
+            local, remote = _children_cpu_s(), _listener_cpu_s(self.lab)
+            elapsed = run()
+            samples.append((_children_cpu_s() - local, _listener_cpu_s(self.lab) - remote))
+            return elapsed
+
+        return counted_run
+
     def settle(self) -> None:
         """End Ansible's ControlPersist masters and wait until no host has a connection left, so
         the next run starts cold and alone."""
@@ -451,6 +507,7 @@ def measure(args: argparse.Namespace, fleet: Fleet, size: int) -> dict[str, list
     }
     if fleet.ansible_exe is not None:
         contenders[ANSIBLE] = fleet.ansible_ping(size)
+    contenders = {name: fleet.counted(size, name, run) for name, run in contenders.items()}
     started = time.perf_counter()
     samples = interleaved(contenders, args.runs, args.warmup, cold={ANSIBLE})
     print(f"{size} hosts: {args.runs} rounds in {fmt_s(time.perf_counter() - started)}", flush=True)
@@ -510,6 +567,22 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
             f"{fmt_s(median(shake))} / {fmt_s(max(shake))}",
         )
     inner.print()
+
+    section("fleet: CPU seconds per run (medians; every host is this machine, so its 2 cores do both sides)")
+    cpu = Table("hosts / contender", "here (client)", "on the hosts (sshd, shell, agent)", "both", "both / fan-out's")
+    for size, samples in results.items():
+        floor = median([a + b for a, b in fleet.cpu[(size, FANOUT)]])
+        for name in samples:
+            per_run = fleet.cpu[(size, name)]
+            both = median([a + b for a, b in per_run])
+            cpu.add(
+                f"{size} / {name}",
+                fmt_s(median([a for a, _ in per_run])),
+                fmt_s(median([b for _, b in per_run])),
+                fmt_s(both),
+                f"{both / floor:.2f}x",
+            )
+    cpu.print()
 
     m = {name: median(values) for name, values in results[largest].items()}
     note = f"{largest} hosts"
