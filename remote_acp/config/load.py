@@ -1,0 +1,146 @@
+"""Workflow files: reading one, and what a session gets from it.
+
+A workflow is a YAML file, or a WORKFLOW.md (a name ending ``.md``) whose YAML front matter is the
+configuration and whose body is the prompt. :func:`load_workflow` runs the check of
+:mod:`.validate`, raises :class:`ConfigError` on any error, logs each warning (the same text
+``remote-acp validate`` prints) and returns a :class:`Workflow`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..logs import get_logger
+from .models import READ_TIMEOUT_FALLBACK_MS, WorkflowConfig
+from .validate import Checked, Finding, check_text
+
+if TYPE_CHECKING:
+    from ..options import SessionOptions
+    from ..targets.launch import LocalTarget
+    from ..targets.ssh import SshSettings
+
+__all__ = ["ConfigError", "Workflow", "check_file", "load_workflow"]
+
+log = get_logger("remote_acp.config")
+
+_MARKDOWN = (".md", ".markdown")
+
+
+class ConfigError(ValueError):
+    """A workflow file with errors. ``findings`` holds every finding (warnings too); the text is
+    the errors, one per line, as ``remote-acp validate`` prints them."""
+
+    def __init__(self, checked: Checked) -> None:
+        self.findings = checked.findings
+        super().__init__("\n".join(f.text for f in checked.errors))
+
+
+def check_file(path: str | os.PathLike[str]) -> Checked:
+    """The findings of the workflow file at ``path`` (a file that cannot be read is one error)."""
+    source = os.fspath(path)
+    try:
+        with open(source, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        return Checked(source, None, (Finding("file.unreadable", "error", "", f"cannot be read: {why}", None, source),))
+    return check_text(text, source, markdown=source.lower().endswith(_MARKDOWN))
+
+
+def load_workflow(path: str | os.PathLike[str]) -> Workflow:
+    """The workflow at ``path``, checked; its warnings are logged (``remote_acp.config``).
+
+    :raises ConfigError: the file cannot be read or has errors (nothing was started).
+    """
+    checked = check_file(path)
+    if checked.config is None:
+        raise ConfigError(checked)
+    for finding in checked.warnings:
+        log.warning(finding.text)
+    return Workflow(
+        path=checked.source,
+        config=checked.config,
+        prompt=checked.prompt,
+        warnings=checked.warnings,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """A checked workflow: its keys (:attr:`config`), the prompt of a WORKFLOW.md, and what a session
+    is built from. Relative paths in it resolve against :attr:`directory`."""
+
+    path: str
+    config: WorkflowConfig
+    prompt: str | None
+    """A WORKFLOW.md's body, stripped; ``None`` for a YAML file or an empty body."""
+    warnings: tuple[Finding, ...] = ()
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(os.path.abspath(self.path))
+
+    @property
+    def command(self) -> str | list[str]:
+        return self.config.agent.command
+
+    @property
+    def ssh_hosts(self) -> tuple[str, ...]:
+        """Fleet selectors or ssh destinations; empty: the agent runs on this machine."""
+        return tuple(self.config.worker.ssh_hosts or ())
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.ssh_hosts)
+
+    @property
+    def mcp_config(self) -> str | None:
+        """The MCP servers file, made absolute against the workflow's directory."""
+        given = self.config.acp.mcp_config
+        return None if given is None else os.path.join(self.directory, os.path.expanduser(given))
+
+    def session_options(self, **overrides: Any) -> SessionOptions:
+        """The :class:`~remote_acp.options.SessionOptions` of this workflow; an override that is not
+        ``None`` wins (``command``, ``read_timeout_ms``...: the flags of ``remote-acp run``)."""
+        from ..options import SessionOptions
+
+        agent, acp = self.config.agent, self.config.acp
+        values: dict[str, Any] = {
+            "command": agent.command,
+            "read_timeout_ms": agent.read_timeout_ms if agent.read_timeout_ms > 0 else READ_TIMEOUT_FALLBACK_MS,
+            "turn_timeout_ms": agent.turn_timeout_ms,
+            "stall_timeout_ms": agent.stall_timeout_ms,
+            "stop_grace_ms": agent.stop_grace_ms,
+            "max_retry_backoff_ms": agent.max_retry_backoff_ms,
+            "mcp_config": self.mcp_config,
+            "fs_read": acp.fs_read,
+            "fs_write": acp.fs_write,
+        }
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        return SessionOptions(**values)
+
+    def ssh_settings(self, **overrides: Any) -> SshSettings:
+        """The :class:`~remote_acp.targets.ssh.SshSettings` of the ``worker`` block (``no`` as the
+        host key policy is the operator's explicit choice, so it is forced); overrides as above."""
+        from ..targets.ssh import SshSettings
+
+        worker = self.config.worker
+        values: dict[str, Any] = {
+            "host_key_policy": worker.ssh_strict_host_key_checking,
+            "force_insecure_host_keys": worker.ssh_strict_host_key_checking == "no",
+            "pass_env": tuple(worker.ssh_pass_env),
+        }
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        return SshSettings(**values)
+
+    def local_target(self) -> LocalTarget:
+        """The local launch target, with the environment allow-list when the workflow sets one."""
+        from ..targets.launch import LocalTarget
+
+        allowlist = self.config.acp.env_allowlist
+        if allowlist is None:
+            return LocalTarget()
+        extra: dict[str, Any] = {"env_allowlist": tuple(allowlist)}
+        return LocalTarget(**extra)
