@@ -228,7 +228,7 @@ def qwen_target(home: Path, mock: OpenAIMock, *, without: tuple[str, ...] = ()) 
     env = qwen_env(home, mock, extra_settings=QUIET_SETTINGS)
     for name in without:
         env.pop(name, None)
-    return LocalTarget(env_allow=tuple(env), extra_env=env)
+    return LocalTarget(env_allowlist=tuple(env), extra_env=env)
 
 
 def deltas(events: Sequence[Event]) -> list[str]:

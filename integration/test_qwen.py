@@ -3,7 +3,7 @@
 Every test starts its own OpenAI mock and its own qwen process, with an isolated ``HOME`` under
 ``tmp_path`` (managed auto-memory off, so no background model calls run after a turn). The
 environment is built inside the test, after the suite's orphan marker is set, so every qwen process
-carries the marker; it is passed whole to the launch (``env_allow`` + ``extra_env``), so what
+carries the marker; it is passed whole to the launch (``env_allowlist`` + ``extra_env``), so what
 ``qwen_env`` removed (proxies, qwen's relaunch plumbing) is not inherited back from ``os.environ``.
 
 What qwen sends and what we answer is observed on the wire itself: the tests tap the agent

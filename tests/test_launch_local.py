@@ -12,7 +12,14 @@ import pytest
 
 from remote_acp.errors import ErrorKind, RemoteAcpError
 from remote_acp.masking import secret_values
-from remote_acp.targets.launch import LaunchSpec, LocalTarget, check_local_workspace, command_argv, resolve_program
+from remote_acp.targets.launch import (
+    MINIMAL_ENV,
+    LaunchSpec,
+    LocalTarget,
+    check_local_workspace,
+    command_argv,
+    resolve_program,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -275,15 +282,32 @@ def test_prepare_with_an_absolute_program(tmp_path: Path, ws: str) -> None:
     assert spec.argv == [str(program), "acp"]
 
 
-def test_env_allow_narrows_the_environment(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_minimal_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only PATH and HOME of the minimal set are left, so the expected environments are exact."""
+    for name in [*MINIMAL_ENV, *(k for k in os.environ if k.startswith("LC_"))]:
+        if name not in ("PATH", "HOME"):
+            monkeypatch.delenv(name, raising=False)
+
+
+def test_env_allowlist_narrows_the_environment(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_minimal_env(monkeypatch)
     monkeypatch.setenv("HOME", "/home/someone")
     monkeypatch.setenv("KEEP_ME", "1")
     monkeypatch.setenv("DROP_ME", "2")
     monkeypatch.setenv("DROP_API_KEY", "sk-dropped-value")
     monkeypatch.delenv("ALSO_ALLOWED_BUT_UNSET", raising=False)
-    spec = prepare(LocalTarget(env_allow=("KEEP_ME", "ALSO_ALLOWED_BUT_UNSET")), ["my-agent"], ws)
+    spec = prepare(LocalTarget(env_allowlist=("KEEP_ME", "ALSO_ALLOWED_BUT_UNSET")), ["my-agent"], ws)
     assert spec.env == {"PATH": str(agent_bin), "HOME": "/home/someone", "KEEP_ME": "1"}
     assert spec.secrets == ()
+
+
+def test_env_allowlist_keeps_the_minimal_set(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_minimal_env(monkeypatch)
+    minimal = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp", "USER": "u"}
+    for name, value in {**minimal, "GITHUB_TOKEN": "ghp-dropped"}.items():
+        monkeypatch.setenv(name, value)
+    spec = prepare(LocalTarget(env_allowlist=()), ["my-agent"], ws)
+    assert {k: v for k, v in spec.env.items() if k not in ("PATH", "HOME")} == minimal
 
 
 def test_extra_env_adds_and_overrides(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -296,9 +320,10 @@ def test_extra_env_adds_and_overrides(agent_bin: Path, ws: str, monkeypatch: pyt
     assert os.environ["OVERRIDDEN"] == "old"
 
 
-def test_extra_env_applies_after_env_allow(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_extra_env_applies_after_env_allowlist(agent_bin: Path, ws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_minimal_env(monkeypatch)
     monkeypatch.setenv("HOME", "/root")
-    target = LocalTarget(env_allow=(), extra_env={"ONLY_EXTRA": "x"})
+    target = LocalTarget(env_allowlist=(), extra_env={"ONLY_EXTRA": "x"})
     assert prepare(target, ["my-agent"], ws).env == {"PATH": str(agent_bin), "HOME": "/root", "ONLY_EXTRA": "x"}
 
 

@@ -14,7 +14,7 @@ import os
 import shlex
 import shutil
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..errors import ErrorKind, RemoteAcpError
 from ..masking import secret_values
@@ -28,6 +28,9 @@ __all__ = [
     "LaunchSpec",
     "LaunchTarget",
     "LocalTarget",
+    "MINIMAL_ENV",
+    "MINIMAL_ENV_PREFIX",
+    "allowed_environment",
     "check_env_text",
     "check_local_workspace",
     "check_workspace_text",
@@ -176,15 +179,32 @@ def check_local_workspace(workspace: str) -> str:
     return workspace
 
 
+MINIMAL_ENV: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ")
+"""What an agent under an environment allow-list still gets, when this process has it: what a
+program needs to find other programs, its home and temporary directory, and to read and print
+text in the user's language. Every ``LC_*`` variable is kept too (:data:`MINIMAL_ENV_PREFIX`). None
+of these carries a credential."""
+MINIMAL_ENV_PREFIX: Final = "LC_"
+
+
+def allowed_environment(environ: Mapping[str, str], allowlist: Sequence[str]) -> dict[str, str]:
+    """The variables of ``environ`` an allow-list keeps: the named ones plus the minimal set."""
+    keep = {*allowlist, *MINIMAL_ENV}
+    return {k: v for k, v in environ.items() if k in keep or k.startswith(MINIMAL_ENV_PREFIX)}
+
+
 @dataclass(frozen=True, slots=True)
 class LocalTarget:
     """Run the agent as a local subprocess in the workspace.
 
-    By default the child inherits the full environment of this process; ``env_allow`` narrows
-    it to the named variables (plus ``PATH`` and ``HOME``), and ``extra_env`` adds or overrides.
+    By default the child inherits the full environment of this process. ``env_allowlist`` (for
+    an agent you do not trust) narrows it to the named variables plus :data:`MINIMAL_ENV` and
+    ``LC_*``; ``extra_env`` then adds or overrides. The process layer adds one variable of its own,
+    the session mark (:data:`remote_acp.targets.process.SESSION_MARK`), by which the agent's
+    descendants are found at teardown.
     """
 
-    env_allow: tuple[str, ...] | None = None
+    env_allowlist: tuple[str, ...] | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -197,9 +217,8 @@ class LocalTarget:
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        if self.env_allow is not None:
-            keep = {*self.env_allow, "PATH", "HOME"}
-            env = {k: v for k, v in env.items() if k in keep}
+        if self.env_allowlist is not None:
+            env = allowed_environment(env, self.env_allowlist)
         env.update(self.extra_env)
         return env
 
