@@ -18,6 +18,9 @@ from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 from .streams import occupy_closed_std_fds, tolerant
 
 if TYPE_CHECKING:
+    from hostinv import Host
+
+    from ..config import Workflow
     from ..fleet.pool import HostPool
     from ..targets.launch import LaunchTarget
 
@@ -53,10 +56,10 @@ def _absolute(path: str | None) -> str:
 
 
 class _Commands(click.Group):
-    """Sub-commands of their own module (``check``, ``inventory``) are imported only when named, so
+    """Sub-commands of their own module (``check``, ``inventory``, ``validate``) are imported only when named, so
     ``--version`` never loads them."""
 
-    lazy: Final = {"check": ".check", "inventory": ".inventory"}
+    lazy: Final = {"check": ".check", "inventory": ".inventory", "validate": ".validate"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -93,11 +96,18 @@ def cli(log_level: str, log_format: str) -> None:
 
 @cli.command()
 @click.option(
+    "--config",
+    "config_file",
+    default=None,
+    callback=_no_nul,
+    help="A workflow file (YAML, or a WORKFLOW.md whose body is the prompt); the flags below override it.",
+)
+@click.option(
     "--agent",
     "agent",
-    required=True,
+    default=None,
     callback=_no_nul,
-    help="Agent command with its protocol switch, e.g. 'qwen --acp'.",
+    help="Agent command with its protocol switch, e.g. 'qwen --acp' (required without --config).",
 )
 @click.option(
     "--workspace",
@@ -153,9 +163,10 @@ def cli(log_level: str, log_format: str) -> None:
 )
 @click.option("--resume", default=None, help="Continue this saved session id ('last': the latest here).")
 @click.option("--show-replay", is_flag=True, help="Print the history a continued session replays.")
-@click.argument("prompts", nargs=-1, required=True)
+@click.argument("prompts", nargs=-1)
 def run(
-    agent: str,
+    config_file: str | None,
+    agent: str | None,
     workspace: str | None,
     as_json: bool,
     read_timeout_ms: int | None,
@@ -178,6 +189,10 @@ def run(
 ) -> None:
     """Start AGENT in a session and run each PROMPT as one turn, in order.
 
+    With --config, the workflow file gives the agent, its bounds and where it runs (its
+    worker.ssh_hosts: a host or a fleet selection); flags override it, and a WORKFLOW.md's body
+    is the prompt when no PROMPT is given. A file with errors starts nothing (exit status 2).
+
     Stops at the first turn that does not complete (one that could not even start ends the run
     as turn_not_started). Exit status: 0 all turns completed; 1 internal error; 2 usage error;
     3 bad command or workspace; 4 credential refused; 5 connection or protocol failure;
@@ -191,6 +206,14 @@ def run(
     from .history import HistoryError, SessionHistory
     from .run import RunRequest, run_prompts
 
+    workflow = _workflow(config_file) if config_file is not None else None
+    if agent is None and workflow is None:
+        raise click.UsageError("give the agent: --agent, or --config with a workflow file")
+    if not prompts:
+        if workflow is None or workflow.prompt is None:
+            where = "; the workflow file has no prompt" if workflow is not None else ""
+            raise click.UsageError(f"no PROMPT given{where}")
+        prompts = (workflow.prompt,)
     bounds = {
         "read_timeout_ms": read_timeout_ms,
         "turn_timeout_ms": turn_timeout_ms,
@@ -199,44 +222,59 @@ def run(
     }
     try:
         given: dict[str, Any] = {k: v for k, v in bounds.items() if v is not None}
-        options = SessionOptions(command=agent, **given)
+        if workflow is not None:
+            options = workflow.session_options(command=agent, **given)
+        else:
+            assert agent is not None  # refused above
+            options = SessionOptions(command=agent, **given)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     target: LaunchTarget | None = None
     pool: HostPool | None = None
-    if host is not None:
+    selectors: tuple[str, ...] = (host,) if host is not None else workflow.ssh_hosts if workflow is not None else ()
+    if selectors:
         from ..targets.ssh import SshSettings, SshTarget
 
+        ssh_given: dict[str, Any] = {
+            "host_key_policy": host_key_policy,
+            "force_insecure_host_keys": force_insecure_host_keys or None,
+            "config_file": ssh_config,
+            "connect_timeout_s": connect_timeout,
+            "server_alive_interval_s": server_alive_interval,
+            "server_alive_count_max": server_alive_count_max,
+            "max_concurrent_starts": ssh_max_concurrent_starts,
+            "pass_env": pass_env or None,
+        }
         try:
-            settings = SshSettings(
-                host_key_policy=host_key_policy,  # type: ignore[arg-type]
-                force_insecure_host_keys=force_insecure_host_keys,
-                config_file=ssh_config,
-                connect_timeout_s=connect_timeout,
-                server_alive_interval_s=server_alive_interval,
-                server_alive_count_max=server_alive_count_max,
-                max_concurrent_starts=ssh_max_concurrent_starts,
-                pass_env=pass_env,
-            )
+            if workflow is not None:
+                settings = workflow.ssh_settings(**ssh_given)
+            else:
+                settings = SshSettings(**{k: v for k, v in ssh_given.items() if v is not None})
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         if not workspace:
-            raise click.UsageError("--workspace is required with --host (a directory on that host)")
+            flag = "--host" if host is not None else "worker.ssh_hosts"
+            raise click.UsageError(f"--workspace is required with {flag} (a directory on that host)")
         where = workspace
         from .placement import fleet_hosts, is_selection
 
-        hosts = fleet_hosts(host, inventory_file, ssh_config)
+        if len(selectors) == 1:
+            hosts = fleet_hosts(selectors[0], inventory_file, ssh_config)
+        else:
+            hosts = _selected(selectors, inventory_file, ssh_config)
         if hosts is None:
-            target = SshTarget(host, settings)
+            target = SshTarget(selectors[0], settings)
         else:
             from ..fleet.pool import HostPool
 
-            if resume is not None and is_selection(host):
+            if resume is not None and (len(selectors) > 1 or is_selection(selectors[0])):
                 raise click.UsageError("--resume continues a session on its own host: give that host, not a selection")
             pool = HostPool(hosts, settings=settings)
     else:
         # An explicit empty --workspace goes to the launch, which refuses it (invalid_workspace_cwd).
         where = "" if workspace == "" else _absolute(workspace)
+        if workflow is not None and workflow.config.acp.env_allowlist is not None:
+            target = workflow.local_target()
     history = SessionHistory()
     if resume == "last":
         label = target.label if target is not None else pool.hosts[0].destination if pool is not None else "local"
@@ -264,6 +302,32 @@ def run(
         _discard_stdout()
     gc.freeze()  # nothing left to collect that exit would not free anyway
     sys.exit(code)
+
+
+def _workflow(path: str) -> Workflow:
+    """The checked workflow at ``path`` (its warnings logged); errors end the command, status 2."""
+    from ..config import ConfigError, load_workflow
+
+    if not os.path.exists(path):
+        raise click.UsageError(f"no workflow file {path!r}")
+    try:
+        return load_workflow(path)
+    except ConfigError as exc:
+        raise click.UsageError(f"the workflow file has errors (nothing was started):\n{exc}") from None
+
+
+def _selected(selectors: tuple[str, ...], inventory_file: str | None, ssh_config: str | None) -> list[Host]:
+    """The inventory hosts several selectors name together (a workflow's ``worker.ssh_hosts``)."""
+    import hostinv
+
+    from .inventory import _load
+    from .placement import load_merged
+
+    merged = _load(lambda: load_merged(inventory_file, ssh_config))
+    try:
+        return hostinv.select(merged, list(selectors))
+    except hostinv.HostinvError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _collect_later() -> None:
