@@ -45,8 +45,15 @@ def check() -> None:
 
 
 @check.command("host")
-@click.argument("selectors", nargs=-1, required=True)
-@click.option("--agent", required=True, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
+@click.argument("selectors", nargs=-1)
+@click.option(
+    "--config",
+    "config_file",
+    type=_PATH,
+    default=None,
+    help="A workflow file: its agent, worker.ssh_hosts (when no SELECTORS) and ssh settings; flags override it.",
+)
+@click.option("--agent", default=None, help="Agent command with its protocol switch, e.g. 'qwen --acp'.")
 @click.option("--workspace", required=True, help="Directory on the hosts the agent works in (absolute).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per host, stable keys.")
 @click.option("--no-handshake", is_flag=True, help="Probe only: do not start the agent.")
@@ -82,7 +89,8 @@ def check() -> None:
 )
 def check_host(
     selectors: tuple[str, ...],
-    agent: str,
+    config_file: str | None,
+    agent: str | None,
     workspace: str,
     as_json: bool,
     no_handshake: bool,
@@ -103,6 +111,10 @@ def check_host(
     A selector is @group (@all), a glob (build-*), a host name or ssh_config alias, or
     user@host[:port] / [v6addr]:port for a host in no inventory.
 
+    With --config, a workflow file gives the agent, the hosts (its worker.ssh_hosts, when no
+    SELECTORS are given), the host key policy and the variables carried; a file with errors
+    checks nothing (exit status 2).
+
     Exit status: 0 every host ready; 20 some hosts not reached (unreachable, auth_failed,
     host_key_*) and the others ready; 21 some host reached is not ready; 2 usage error;
     10 an inventory file cannot be read; 141 the output was closed.
@@ -120,6 +132,21 @@ def check_host(
     from .inventory import _load, _notes
     from .placement import load_merged
 
+    workflow = None
+    if config_file is not None:
+        from .main import _workflow
+
+        workflow = _workflow(config_file)
+        if agent is None:
+            command = workflow.command
+            agent = command if isinstance(command, str) else shlex.join(command)
+        selectors = selectors or workflow.ssh_hosts
+        host_key_policy = host_key_policy or workflow.config.worker.ssh_strict_host_key_checking
+    if agent is None:
+        raise click.UsageError("give the agent: --agent, or --config with a workflow file")
+    if not selectors:
+        where = " (the workflow has no worker.ssh_hosts)" if workflow is not None else ""
+        raise click.UsageError(f"give the hosts to check: SELECTORS{where}")
     try:
         words = shlex.split(agent)
     except ValueError as exc:
@@ -138,11 +165,17 @@ def check_host(
     _notes(merged)
     options = Options(command=agent, read_timeout_ms=handshake_timeout_ms, initialize_floor_ms=handshake_timeout_ms)
     policy = host_key_policy.lower() if host_key_policy else None
+    if policy == "no":  # only a workflow can ask for it (the flag's choices lack it)
+        raise click.UsageError(
+            "check host refuses host key policy 'no' (worker.ssh_strict_host_key_checking): a host "
+            "whose key changed must show as host_key_changed"
+        )
     settings = Settings(
         host_key_policy=policy,  # type: ignore[arg-type]  # one of the choices above
         config_file=ssh_config,
         connect_timeout_s=max(1, math.ceil(connect_timeout)),
         max_concurrent_starts=_PER_HOST_STARTS,
+        pass_env=tuple(workflow.config.worker.ssh_pass_env) if workflow is not None else (),
     )
     request = _Request(
         hosts=hosts,
