@@ -19,9 +19,12 @@ __all__ = [
     "InitializeResult",
     "WireError",
     "initialize_params",
+    "load_params",
+    "new_session_params",
     "parse_initialize",
     "parse_new_session",
     "prompt_params",
+    "resume_params",
 ]
 
 PROTOCOL_VERSION: Final = 1
@@ -52,6 +55,12 @@ class InitializeResult:
     @property
     def load_session(self) -> bool:
         return self.agent_capabilities.get("loadSession") is True
+
+    def mcp_transport(self, transport: str) -> bool:
+        """Whether ``mcpCapabilities.<transport>`` (``http``, ``sse``) is exactly true: absent,
+        false or anything else means the agent cannot take tool servers of that transport."""
+        caps = self.agent_capabilities.get("mcpCapabilities")
+        return isinstance(caps, dict) and caps.get(transport) is True
 
     def session_capability(self, name: str) -> bool:
         """Whether ``sessionCapabilities.<name>`` is advertised (an object; presence means support)."""
@@ -119,6 +128,24 @@ def initialize_params(client_version: str) -> dict[str, Any]:
         "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
         "clientInfo": {"name": "remote-acp", "title": "remote-acp", "version": client_version},
     }
+
+
+def new_session_params(cwd: str, mcp_servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """``session/new`` params; ``mcpServers`` is always sent, ``[]`` when there are none."""
+    return {"cwd": cwd, "mcpServers": mcp_servers}
+
+
+def load_params(session_id: str, cwd: str, mcp_servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """``session/load`` params; ``mcpServers`` is required there, ``[]`` when there are none."""
+    return {"sessionId": session_id, "cwd": cwd, "mcpServers": mcp_servers}
+
+
+def resume_params(session_id: str, cwd: str, mcp_servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """``session/resume`` params; ``mcpServers`` is optional there and omitted when empty."""
+    params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd}
+    if mcp_servers:
+        params["mcpServers"] = mcp_servers
+    return params
 
 
 def prompt_params(session_id: str, text: str) -> dict[str, Any]:

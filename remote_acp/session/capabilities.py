@@ -13,6 +13,7 @@ import enum
 from typing import Final
 
 from ..logs import get_logger
+from .remote_rules import rules_for
 
 __all__ = ["Capability", "CapabilityRecord", "CapabilityState"]
 
@@ -37,13 +38,16 @@ NOTICE_PREFIX: Final = "this session started with a declared capability gap in: 
 
 
 class CapabilityRecord:
-    """Per-session record. ``remote``: tool servers are withheld on a remote launch;
-    ``measured``: a measurement source confirmed the launch (none exists yet, so token counts
-    start as a gap)."""
+    """Per-session record. ``remote``: the launch is on another host, whose rules
+    (:func:`~remote_acp.session.remote_rules.rules_for`) withhold tool servers; ``measured``: a
+    measurement source confirmed the launch (none exists yet, so token counts start as a gap).
+    Tool servers also lower when a transport the agent cannot take is withheld."""
 
     def __init__(self, *, remote: bool, measured: bool = False) -> None:
         self._states = {
-            Capability.TOOL_SERVERS: CapabilityState.GAP if remote else CapabilityState.PROTOCOL,
+            Capability.TOOL_SERVERS: (
+                CapabilityState.PROTOCOL if rules_for(remote).tool_servers else CapabilityState.GAP
+            ),
             Capability.TOKEN_COUNTS: CapabilityState.OURS if measured else CapabilityState.GAP,
             Capability.SESSION_CONTINUATION: CapabilityState.PROTOCOL,
             Capability.AGENT_VERSION: CapabilityState.PROTOCOL,

@@ -10,7 +10,9 @@ A resume confirms itself by answering. A load is confirmed only by at least one 
 message chunk for that session, seen before its answer or within ``read_timeout_ms`` after
 it: runtimes answer success while replaying nothing. Any error, timeout or unconfirmed load
 lowers the session-continuation capability and falls back to ``session/new`` within the same
-start; a lost connection fails the start.
+start; a lost connection fails the start. Whichever call obtains the session carries the
+tool servers the handshake holds (:attr:`Handshake.mcp_servers`; ``session/resume`` omits the
+key when there are none).
 
 Some runtimes destroy a session's resumability when it is loaded in the same UTC minute it was
 created, so a load of a session this process created waits until that minute is over
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import anyio
 
 from ..logs import get_logger
+from ..protocol.wire import load_params, resume_params
 from .capabilities import Capability, CapabilityRecord
 
 if TYPE_CHECKING:
@@ -140,7 +143,7 @@ async def continue_session(
         failure = await _load(hs, resume_id, cwd, normalizer, activity, read_timeout_ms, control_code)
         obtained: Obtained = "loaded"
     else:
-        params = {"sessionId": resume_id, "cwd": cwd}  # mcpServers is omitted when there are none
+        params = resume_params(resume_id, cwd, hs.mcp_servers)
         failure = _judge(await hs.request(method, params, read_timeout_ms), method, control_code, normalizer)
         obtained = "resumed"
     if failure is not None:
@@ -162,7 +165,7 @@ async def _load(
     normalizer.replaying = True
     normalizer.replay_chunks = 0
     try:
-        params = {"sessionId": resume_id, "cwd": cwd, "mcpServers": []}
+        params = load_params(resume_id, cwd, hs.mcp_servers)
         response = await hs.request("session/load", params, read_timeout_ms)
         failure = _judge(response, "session/load", control_code, normalizer)
         if failure is not None:

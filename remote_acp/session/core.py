@@ -32,6 +32,7 @@ from .. import masking
 from ..errors import ErrorKind, RemoteAcpError
 from ..events import Event, Notification, SessionStarted, utc_now
 from ..logs import ContextLogger, get_logger
+from ..mcp import plan_delivery
 from ..protocol.normalize import Normalizer
 from ..protocol.wire import prompt_params
 from ..targets.launch import LocalTarget
@@ -41,6 +42,7 @@ from .connection import AgentConnection
 from .continuation import ORIGINS, Continuation, Obtained, OriginLedger, continue_session, route_for
 from .handshake import Handshake
 from .inbox import Inbox
+from .remote_rules import rules_for
 from .stream import TurnStream
 from .teardown import ProtocolClose, stop_agent
 from .turn import Ending, TurnBounds, TurnMachine, TurnResult, not_started
@@ -219,11 +221,13 @@ class Session:
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         options = self._options
+        # Tool servers are read (local launches only) and checked before anything is launched.
+        tools = plan_delivery(options, rules_for(self._target.remote), verification=self._verification)
         spec = await self._target.prepare(options.command, self._workspace)
         # Every value known to be secret is masked in all this session lets out, logs included.
-        self._secrets = spec.secrets
-        masking.register(spec.secrets)
-        self._normalizer.secrets = spec.secrets
+        secrets = self._secrets = (*spec.secrets, *tools.secrets)
+        masking.register(secrets)
+        self._normalizer.secrets = secrets
         async with self._target.start_slot():  # a host's limit on connection attempts in progress
             self._process = process = await AgentProcess.start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
             self.log.bind(pid=process.pid)
@@ -245,10 +249,14 @@ class Session:
                 process,
                 self._target,
                 drain_ms=options.output_drain_ms,
-                secrets=spec.secrets,
+                secrets=secrets,
                 ready_timeout_ms=spec.ready_timeout_ms,
             )
             init = await hs.initialize(options.initialize_timeout_ms)
+        rendered = tools.render(init, self.log)
+        hs.mcp_servers = rendered.servers
+        for why in rendered.withheld:
+            self.capabilities.lower(Capability.TOOL_SERVERS, why)
         agent = init.agent_info
         if agent is None:
             self.capabilities.lower(Capability.AGENT_VERSION, "initialize carried no agentInfo")

@@ -21,6 +21,7 @@ from ..protocol.wire import (
     InitializeResult,
     WireError,
     initialize_params,
+    new_session_params,
     parse_initialize,
     parse_new_session,
 )
@@ -57,6 +58,9 @@ class Handshake:
         self._target = target
         self._drain_s = drain_ms / 1000
         self._masker = Masker(secrets)
+        self.mcp_servers: list[dict[str, Any]] = []
+        """The rendered tool servers that ``session/new``, ``session/load`` and ``session/resume``
+        carry; set once ``initialize`` has answered (what the agent can take depends on it)."""
 
     async def request(self, method: str, params: dict[str, Any], timeout_ms: int) -> Response | None:
         """Send a request and wait for its answer; ``None`` on timeout.
@@ -113,7 +117,8 @@ class Handshake:
         return init
 
     async def new_session(self, cwd: str, timeout_ms: int) -> str:
-        raw = await self.call("session/new", {"cwd": cwd, "mcpServers": []}, timeout_ms)
+        """``session/new`` with :attr:`mcp_servers` (``mcpServers: []`` when there are none)."""
+        raw = await self.call("session/new", new_session_params(cwd, self.mcp_servers), timeout_ms)
         try:
             return parse_new_session(raw)
         except WireError as exc:
