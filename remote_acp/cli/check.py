@@ -146,7 +146,7 @@ def check_host(
         raise click.UsageError("give the agent: --agent, or --config with a workflow file")
     if not selectors:
         where = " (the workflow has no worker.ssh_hosts)" if workflow is not None else ""
-        raise click.UsageError(f"give the hosts to check: SELECTORS{where}")
+        raise click.UsageError(f"Missing argument 'SELECTORS...'{where}.")
     try:
         words = shlex.split(agent)
     except ValueError as exc:

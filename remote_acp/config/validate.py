@@ -282,31 +282,31 @@ def _line(text: str, loc: Sequence[str | int], offset: int) -> int | None:
 
 def line_of(text: str, loc: Sequence[str | int]) -> int | None:
     """The 1-based line of the key at ``loc`` in the YAML ``text``, as far down as the path exists
-    (a key left out gives the line of the mapping that should hold it); ``None`` for an empty
+    (a key left out gives the line of the key whose block should hold it); ``None`` for an empty
     document.
 
-    The same walk as :func:`hostinv.inventory.yaml_text.line_of`, kept here because importing
+    Much the walk of :func:`hostinv.inventory.yaml_text.line_of`, kept here because importing
     ``hostinv`` would cost a run from a workflow half a second of start-up.
     """
     try:
         node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return None
-    line = None
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
     for part in loc:
-        if node is None:
-            break
-        line = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
             pair = next(
                 (kv for kv in node.value if isinstance(kv[0], yaml.ScalarNode) and kv[0].value == str(part)), None
             )
-            if pair is not None:
-                line = pair[0].start_mark.line + 1  # the key's line; a block value starts below it
-            node = None if pair is None else pair[1]
+            if pair is None:
+                break
+            line = pair[0].start_mark.line + 1  # the key's line; a block value starts below it
+            node = pair[1]
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
             node = node.value[part]
             line = node.start_mark.line + 1
         else:
-            node = None
+            break
     return line
