@@ -121,11 +121,13 @@ def parse_new_session(raw: Any) -> str:
     return session_id
 
 
-def initialize_params(client_version: str) -> dict[str, Any]:
-    """``initialize`` params: pinned version, and no fs or terminal capability (sent explicitly)."""
+def initialize_params(client_version: str, *, fs_read: bool = False, fs_write: bool = False) -> dict[str, Any]:
+    """``initialize`` params: pinned version, no terminal, and the file-system capabilities as
+    given (both false unless the session serves them: what a launch may have is decided by
+    :func:`remote_acp.session.filesystem.file_access`, never here). Always sent explicitly."""
     return {
         "protocolVersion": PROTOCOL_VERSION,
-        "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+        "clientCapabilities": {"fs": {"readTextFile": fs_read, "writeTextFile": fs_write}, "terminal": False},
         "clientInfo": {"name": "remote-acp", "title": "remote-acp", "version": client_version},
     }
 

@@ -40,6 +40,7 @@ from ..targets.process import AgentProcess
 from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
 from .continuation import ORIGINS, Continuation, Obtained, OriginLedger, continue_session, route_for
+from .filesystem import FileServer, file_access
 from .handshake import Handshake
 from .inbox import Inbox
 from .remote_rules import rules_for
@@ -242,6 +243,8 @@ class Session:
                 ready_reply=spec.ready_reply,
             )
             self._conn.start(tg)
+            if (files := file_access(options, remote=self._target.remote)).enabled:
+                self._inbox.serve_files(FileServer(self._workspace, files), tg)
             tg.start_soon(self._supervise, name="remote-acp turn supervisor")
             tg.start_soon(self._guard, name="remote-acp session guard")
             hs = Handshake(

@@ -20,6 +20,7 @@ import anyio
 from ..events import Event, Notification, SessionStarted, utc_now
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, Request
 from ..protocol.unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
+from .filesystem import PATH_CAP
 from .turn import Ending
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ..protocol.jsonrpc import Malformed as MalformedLine
     from ..protocol.normalize import Normalizer
     from .connection import AgentConnection, PendingCall
+    from .filesystem import FileServer
     from .turn import TurnMachine
 
 __all__ = ["QUEUE_BOUND", "QUEUE_BYTES", "Inbox"]
@@ -106,6 +108,13 @@ class Inbox:
         self.turn_wake = anyio.Event()
         """Set when the turn in flight has something new for its caller."""
         self._gating = GatingNotice(0)  # no tool servers are delivered yet
+        self._files: FileServer | None = None
+        self._file_tasks: anyio.abc.TaskGroup | None = None
+
+    def serve_files(self, server: FileServer, tg: anyio.abc.TaskGroup) -> None:
+        """Answer the file methods ``server`` handles, each in a task of ``tg`` (the reader
+        never waits on a disk)."""
+        self._files, self._file_tasks = server, tg
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -184,6 +193,9 @@ class Inbox:
     def on_request(self, request: Request) -> None:
         conn = self.conn
         assert conn is not None  # set before the connection starts reading
+        if self._files is not None and self._file_tasks is not None and self._files.handles(request.method):
+            self._file_tasks.start_soon(self._serve_file, self._files, request, name="remote-acp file request")
+            return
         turn = self.turn
         reply = answer_agent_request(
             request.method, request.params, winding_down=turn is not None and turn.ending is not None
@@ -205,6 +217,22 @@ class Inbox:
             self.log.warning(gated)
         if reply.needs_person is not None:
             self._end_for_person(reply.needs_person)
+
+    async def _serve_file(self, files: FileServer, request: Request) -> None:
+        outcome = await files.serve(request.method, request.params)
+        conn = self.conn
+        assert conn is not None
+        if outcome.result is not None:
+            conn.answer(request.id, outcome.result)
+        else:
+            conn.answer_error(request.id, outcome.code, outcome.message)
+        if outcome.refusal is not None:
+            shown = self.normalizer.masker.quote(outcome.path, PATH_CAP)
+            message = f"refused {request.method} of '{shown}': {outcome.refusal}"
+            self.notice(message)
+            self.log.warning(message)
+            if self.turn is not None:
+                self.turn_wake.set()
 
     def on_malformed(self, malformed: MalformedLine) -> None:
         self.normalizer.flush(self._emit)

@@ -356,6 +356,8 @@ class ScriptedAgent:
             kind, code = describe_answer(answer)
             said = f"error {code}" if kind == "error" else "result"
             self._say(sid, f"vendor request answered: {said}", f"{turn.message_id}-vendor")
+        if plan.read is not None or plan.write is not None:
+            yield from self._files(turn)
         if plan.garbage:
             self.wire.write([b"this is not json\n"])
         if plan.garbage_lines:
@@ -377,6 +379,30 @@ class ScriptedAgent:
         if plan.error is not None:
             raise RpcError(plan.error, SCRIPTED_FAILURE)
         return {"stopReason": os.environ.get(plan.stop_from, "") if plan.stop_from else plan.stop}
+
+    def _files(self, turn: Turn) -> Generator[Wait, Json | None, None]:
+        """``@read`` / ``@write``: ask the client, then say ``read: <content>``, ``wrote``, or
+        ``read error <code>: <message>`` (``write error ...``)."""
+        plan, sid = turn.plan, turn.session.session_id
+        for verb, path in (("write", plan.write), ("read", plan.read)):
+            if path is None:
+                continue
+            params: Json = {"sessionId": sid, "path": path}
+            if verb == "write":
+                params["content"] = plan.reply
+            else:
+                params.update({k: v for k, v in (("line", plan.read_line), ("limit", plan.read_limit)) if v})
+            answer = yield from self._ask(params, method=f"fs/{verb}_text_file")
+            error = answer.get("error")
+            if isinstance(error, dict):
+                said = f"{verb} error {error.get('code')}: {error.get('message')}"
+            elif verb == "read":
+                result = answer.get("result")
+                content = result.get("content") if isinstance(result, dict) else None
+                said = f"read: {content}" if isinstance(content, str) else f"read: no content in {result!r}"
+            else:
+                said = "wrote"
+            self._say(sid, said, f"{turn.message_id}-{verb}")
 
     def _side_updates(self, plan: TurnPlan, sid: str) -> None:
         if plan.unknown_notification:

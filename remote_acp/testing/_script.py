@@ -45,6 +45,11 @@ class TurnPlan:
     say_from: str | None = None  # @say-from=NAME: the reply is $NAME, three characters per chunk
     garbage_lines: int = 0  # @garbage-lines=N: N lines "this is not json", in one write
     long_tool_id: int = 0  # @long-tool-id=N: a completed tool call whose id is N characters long
+    # File access through the client (what an agent does once fs.readTextFile is advertised):
+    read: str | None = None  # @read=PATH: fs/read_text_file, then say what came back
+    read_line: int | None = None  # @read-line=N: its 1-based first line
+    read_limit: int | None = None  # @read-limit=N: its most lines
+    write: str | None = None  # @write=PATH: fs/write_text_file with the reply words as content
 
 
 def _flag(value: str | None) -> bool:
@@ -113,6 +118,10 @@ DIRECTIVES: dict[str, tuple[str, Callable[[str | None], object]]] = {
     "say-from": ("say_from", _required),
     "garbage-lines": ("garbage_lines", _count),
     "long-tool-id": ("long_tool_id", _count),
+    "read": ("read", _required),
+    "read-line": ("read_line", _count),
+    "read-limit": ("read_limit", _count),
+    "write": ("write", _required),
 }
 
 

@@ -22,6 +22,9 @@ Directives, run in this order within a turn:
   ``permission outcome: <outcome>``, ``permission outcome: error <code>``).
 - ``@vendor-request``: a ``craft/drainMidTurnQueue`` request; waits for the answer, then says
   ``vendor request answered: result`` or ``vendor request answered: error <code>``.
+- ``@write=PATH``: ``fs/write_text_file`` of the reply text; says ``wrote`` or ``write error CODE: MESSAGE``.
+- ``@read=PATH`` (with ``@read-line=N``, ``@read-limit=N``): ``fs/read_text_file``; says ``read: CONTENT``
+  or ``read error CODE: MESSAGE`` (sent whether or not the client advertised the capability).
 - ``@garbage``: the raw stdout line ``this is not json``.
 - ``@long-line=BYTES``: one stdout line of BYTES bytes (a JSON string of ``a``), written in 64 KiB pieces.
 - ``@chunks=N`` (default 1): the reply as N agent_message_chunk updates sharing messageId
