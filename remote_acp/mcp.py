@@ -169,9 +169,7 @@ def _server(name: str, entry: Any, source: str) -> McpServer | None:
         if not isinstance(url, str) or not url:
             raise _fail(f"{where}: url is missing or not a non-empty string")
         return McpServer(name, kind, url=url, headers=_pairs(entry, "headers", where))
-    if isinstance(kind, str):
-        raise _fail(f"{where}: type {kind[:40]!r} is not one of stdio, http, sse")
-    raise _fail(f"{where}: type is not a string")
+    raise _fail(f"{where}: type is not one of stdio, http, sse")
 
 
 def _pairs(entry: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:

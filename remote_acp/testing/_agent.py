@@ -57,6 +57,8 @@ class Options:
     child_pid_file: str | None
     session_id: str | None
     script: Script
+    mcp_transports: frozenset[str] = frozenset()
+    """``mcpCapabilities`` answered true (``http``, ``sse``); stdio is always taken."""
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Session:
     session_id: str
     cwd: str
     history: list[tuple[str, str, str]] = field(default_factory=list)  # (prompt, reply, messageId)
+    mcp_servers: list[Json] = field(default_factory=list)  # as the latest new/load/resume sent them
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +218,7 @@ class ScriptedAgent:
         capabilities: Json = {
             "loadSession": "load" in self.options.advertise,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {name: name in self.options.mcp_transports for name in ("http", "sse")},
         }
         extras = [name for name in ADVERTISABLE[1:] if name in self.options.advertise]
         if extras:
@@ -243,7 +246,7 @@ class ScriptedAgent:
         session_id = self.options.session_id or "sess"
         if self.session_count > 1 or not self.options.session_id:
             session_id = f"{session_id}-{self.session_count}"
-        self.sessions[session_id] = Session(session_id, cwd)
+        self.sessions[session_id] = Session(session_id, cwd, mcp_servers=params["mcpServers"])
         self._save(self.sessions[session_id])
         return {"sessionId": session_id}
 
@@ -253,6 +256,7 @@ class ScriptedAgent:
             raise RpcError(*self.options.load_error)
         self._check_cwd(params)
         session = self._session(params)
+        session.mcp_servers = params["mcpServers"]
         if self.options.load_replay == "after":
             self.wire.respond(request_id, {})
         if self.options.load_replay != "none":
@@ -266,7 +270,10 @@ class ScriptedAgent:
         self._require_capability("resume", "session/resume")
         if self.options.resume_error:
             raise RpcError(*self.options.resume_error)
-        self._session(params)
+        servers = params.get("mcpServers", [])
+        if not isinstance(servers, list):
+            raise RpcError(-32602, "Invalid params: mcpServers must be a list")
+        self._session(params).mcp_servers = servers
         return {}
 
     def close_session(self, request_id: Any, params: Json) -> Json:
@@ -431,6 +438,10 @@ class ScriptedAgent:
 
     def _reply(self, turn: Turn) -> str:
         sid, plan = turn.session.session_id, turn.plan
+        if plan.mcp_servers:
+            text = f"mcp servers: {describe_servers(turn.session.mcp_servers)}"
+            self._say(sid, text, turn.message_id)
+            return text
         if plan.say_from:
             text = os.environ.get(plan.say_from, "")
             pieces = [text[i : i + 3] for i in range(0, len(text), 3)]  # as a model streams a quote
@@ -481,6 +492,21 @@ REQUESTS: dict[str, Callable[[ScriptedAgent, Any, Json], Json | None]] = {
     "session/list": ScriptedAgent.list_sessions,
     "session/prompt": ScriptedAgent.prompt,
 }
+
+
+def describe_servers(servers: list[Json]) -> str:
+    """``name(transport)`` of each server, comma-separated (``none``); never a value of env or
+    headers, only their names, so a test can see what arrived without the agent echoing secrets."""
+    if not servers:
+        return "none"
+    described = []
+    for server in servers:
+        transport = server.get("type", "stdio") if isinstance(server, dict) else "?"
+        keys = server.get("env" if transport == "stdio" else "headers", []) if isinstance(server, dict) else []
+        names = "+".join(str(k.get("name")) for k in keys if isinstance(k, dict))
+        name = server.get("name") if isinstance(server, dict) else None
+        described.append(f"{name}({transport}{':' + names if names else ''})")
+    return ",".join(described)
 
 
 def _sleep(seconds: float) -> Generator[Wait, Json | None, None]:

@@ -45,6 +45,7 @@ class TurnPlan:
     say_from: str | None = None  # @say-from=NAME: the reply is $NAME, three characters per chunk
     garbage_lines: int = 0  # @garbage-lines=N: N lines "this is not json", in one write
     long_tool_id: int = 0  # @long-tool-id=N: a completed tool call whose id is N characters long
+    mcp_servers: bool = False  # @mcp-servers: say the tool servers the session was given
     # File access through the client (what an agent does once fs.readTextFile is advertised):
     read: str | None = None  # @read=PATH: fs/read_text_file, then say what came back
     read_line: int | None = None  # @read-line=N: its 1-based first line
@@ -118,6 +119,7 @@ DIRECTIVES: dict[str, tuple[str, Callable[[str | None], object]]] = {
     "say-from": ("say_from", _required),
     "garbage-lines": ("garbage_lines", _count),
     "long-tool-id": ("long_tool_id", _count),
+    "mcp-servers": ("mcp_servers", _flag),
     "read": ("read", _required),
     "read-line": ("read_line", _count),
     "read-limit": ("read_limit", _count),

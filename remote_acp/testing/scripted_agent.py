@@ -37,6 +37,9 @@ Directives, run in this order within a turn:
 - ``@error=CODE``: answer the prompt with that JSON-RPC error ("scripted failure"); otherwise
   answer ``{"stopReason": R}`` with R from ``@stop=R`` (default ``end_turn``).
 - ``@ignore-cancel``: ``session/cancel`` is ignored for this turn.
+- ``@mcp-servers``: the reply is ``mcp servers: NAME(TRANSPORT:ENV+NAMES),...`` for the
+  tool servers the session's latest session/new, load or resume carried (``none``); the names
+  of env variables and headers, never their values.
 
 A ``session/cancel`` (unless ``@ignore-cancel``) answers the turn with ``cancelled`` the moment
 it arrives, abandoning the rest of the turn.
@@ -84,6 +87,13 @@ def _advertised(text: str) -> frozenset[str]:
     return names
 
 
+def _transports(text: str) -> frozenset[str]:
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    if names - {"http", "sse"}:
+        raise ValueError(f"unknown tool-server transports: {', '.join(sorted(names - {'http', 'sse'}))}")
+    return names
+
+
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -103,6 +113,13 @@ def _parser() -> argparse.ArgumentParser:
         default=frozenset(),
         metavar="LIST",
         help="comma-separated from " + ",".join(ADVERTISABLE),
+    )
+    p.add_argument(
+        "--mcp",
+        type=_transports,
+        default=frozenset(),
+        metavar="LIST",
+        help="mcpCapabilities to answer true, comma-separated from http,sse (default: none)",
     )
     p.add_argument("--init-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail initialize")
     p.add_argument("--new-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail session/new")
@@ -179,6 +196,7 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespa
         child_pid_file=args.child_pid_file,
         session_id=args.session_id,
         script=script,
+        mcp_transports=args.mcp,
     )
     return options, args
 
