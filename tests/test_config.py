@@ -222,3 +222,11 @@ def test_a_markdown_file_without_front_matter_is_all_prompt(tmp_path: Path) -> N
     checked = check_file(path)
     assert checked.prompt == "Just a prompt."
     assert [(f.code, f.key) for f in checked.errors] == [("value.missing", "agent")]
+
+
+def test_the_allow_list_reaches_the_local_target(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text("agent:\n  command: qwen --acp\nagent-client-protocol:\n  env_allowlist: [OPENAI_API_KEY]\n")
+    assert load_workflow(path).local_target().env_allowlist == ("OPENAI_API_KEY",)
+    path.write_text("agent:\n  command: qwen --acp\n")
+    assert load_workflow(path).local_target().env_allowlist is None

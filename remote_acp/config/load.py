@@ -140,7 +140,4 @@ class Workflow:
         from ..targets.launch import LocalTarget
 
         allowlist = self.config.acp.env_allowlist
-        if allowlist is None:
-            return LocalTarget()
-        extra: dict[str, Any] = {"env_allowlist": tuple(allowlist)}
-        return LocalTarget(**extra)
+        return LocalTarget(env_allowlist=None if allowlist is None else tuple(allowlist))
