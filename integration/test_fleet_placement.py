@@ -250,3 +250,42 @@ async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_pat
         assert pool.opened == {}
     finally:
         lab.stop()
+
+
+async def test_one_workflow_runs_on_its_fleet_selection_and_check_host_reads_it(
+    ssh_lab: SshLab, user: User, tmp_path: Path
+) -> None:
+    """``worker.ssh_hosts`` places ``run --config`` on the fleet, and ``check host --config``
+    checks those hosts; the workflow's body is the prompt."""
+    fleet = Fleet(ssh_lab, user, tmp_path, {"a": ("lab1", 1), "b": ("lab2", 1)})
+    workflow = tmp_path / "WORKFLOW.md"
+    workflow.write_text(
+        "---\n"
+        "agent:\n"
+        "  kind: agent-client-protocol\n"
+        f"  command: {user.home}/agent\n"
+        "worker:\n"
+        '  ssh_hosts: ["@pair"]\n'
+        "---\n"
+        "say the workflow reply\n"
+    )
+    common = ["--inventory", str(fleet.inventory), "--ssh-config", str(ssh_lab.config)]
+    common += ["--workspace", str(user.home / "ws")]
+    ran = await anyio.run_process(
+        [*CLI, "run", "--json", "--config", str(workflow), *common], env=fleet.env, check=False
+    )
+    lines = [json.loads(line) for line in ran.stdout.decode().splitlines()]
+    assert ran.returncode == 0, ran.stderr.decode()
+    placement = next(line for line in lines if line["type"] == "placement")
+    assert placement["host"] in ("a", "b") and placement["failed"] == []
+    text = "".join(line.get("delta") or "" for line in lines if line["type"] == "notification")
+    assert "say the workflow reply" in text  # the scripted agent says back the words of its prompt
+    assert result(lines)["host"] == placement["host"]
+
+    checked = await anyio.run_process(
+        [*CLI, "check", "host", "--json", "--config", str(workflow), *common], env=fleet.env, check=False
+    )
+    hosts = {o["host"]: o for o in map(json.loads, checked.stdout.decode().splitlines())}
+    assert checked.returncode == 0, checked.stderr.decode()
+    assert sorted(hosts) == ["a", "b"] and all(o["verdict"] == "ready" for o in hosts.values())
+    await wait_until(lambda: not fleet.running_agents(), within=30)
