@@ -39,3 +39,17 @@ async def test_the_capabilities_sent_follow_the_options(
         pass
     fs = sent_initialize(record)["clientCapabilities"]["fs"]
     assert (fs["readTextFile"], fs["writeTextFile"]) == advertised
+
+
+@pytest.mark.parametrize(("read", "write"), [(False, False), (True, False), (True, True)])
+def test_the_params_are_valid_for_the_official_sdk(read: bool, write: bool) -> None:
+    from acp.schema import InitializeRequest
+
+    from remote_acp.protocol.wire import initialize_params
+
+    parsed = InitializeRequest.model_validate(initialize_params("1.0", fs_read=read, fs_write=write))
+    assert parsed.client_capabilities is not None and parsed.client_capabilities.fs is not None
+    assert (parsed.client_capabilities.fs.read_text_file, parsed.client_capabilities.fs.write_text_file) == (
+        read,
+        write,
+    )
