@@ -82,6 +82,7 @@ SETTLE_S = 30.0
 DESIGN_REF = {"fan-out": "7.6 s (32 at a time)", "ansible": "35.7 s (pipelining)"}
 
 FANOUT = "asyncssh fan-out"
+SSH_FANOUT = "ssh true, all at once"
 PROBE = "check host --no-handshake"
 HANDSHAKE = "check host (handshake)"
 ANSIBLE = "ansible all -m ping"
@@ -388,6 +389,48 @@ class Fleet:
 
         return run
 
+    def ssh_fan_out(self, count: int) -> Callable[[], float]:
+        """``ssh HOST true`` to every host at once, through the lab's ssh_config: the floor of
+        anything that logs in with OpenSSH, as the handshake does (through ``SshTarget``)."""
+        argvs = [
+            ["ssh", "-F", str(self.lab.config), "-l", self.login.user, h.alias, "true"] for h in self.lab.hosts[:count]
+        ]
+
+        def run() -> float:
+            procs: list[subprocess.Popen[bytes]] = []
+            with tempfile.TemporaryFile() as err:
+                start = time.perf_counter()
+                try:
+                    for argv in argvs:  # one by one: an interrupted start still kills those started
+                        procs.append(  # noqa: PERF401
+                            subprocess.Popen(
+                                argv,
+                                stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL,
+                                stderr=err,
+                                start_new_session=True,
+                            )
+                        )
+                    for proc in procs:
+                        proc.wait(timeout=RUN_TIMEOUT_S)
+                except BaseException:
+                    for proc in procs:
+                        with contextlib.suppress(OSError):
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                    raise
+                elapsed = time.perf_counter() - start
+                failed = [p for p in procs if p.returncode != 0]
+                if failed:
+                    err.seek(0)
+                    raise RuntimeError(
+                        f"ssh true failed on {len(failed)} of {count} hosts: {err.read().decode()[-1500:]}"
+                    )
+            self.settle()
+            return elapsed
+
+        return run
+
     def ansible_ping(self, count: int) -> Callable[[], float]:
         assert self.ansible_exe is not None
         _, ini = self.write_inventories(count)
@@ -502,6 +545,7 @@ def with_lab(args: argparse.Namespace, sizes: list[int], ansible_exe: str | None
 def measure(args: argparse.Namespace, fleet: Fleet, size: int) -> dict[str, list[float]]:
     contenders = {
         FANOUT: fleet.fan_out(size),
+        SSH_FANOUT: fleet.ssh_fan_out(size),
         PROBE: fleet.check_host(size, handshake=False),
         HANDSHAKE: fleet.check_host(size, handshake=True),
     }
@@ -519,11 +563,13 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
     table = Table(
         "hosts",
         FANOUT,
+        SSH_FANOUT,
         PROBE,
         HANDSHAKE,
         ANSIBLE,
         "probe / fan-out",
         "handshake / fan-out",
+        "handshake / ssh true",
         "ansible / probe",
         "ansible / handshake",
     )
@@ -533,11 +579,13 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
         table.add(
             str(size),
             fmt_s(m[FANOUT]),
+            fmt_s(m[SSH_FANOUT]),
             fmt_s(m[PROBE]),
             fmt_s(m[HANDSHAKE]),
             fmt_s(ans) if ANSIBLE in m else "-",
             f"{m[PROBE] / m[FANOUT]:.2f}x",
             f"{m[HANDSHAKE] / m[FANOUT]:.2f}x",
+            f"{m[HANDSHAKE] / m[SSH_FANOUT]:.2f}x",
             f"{ans / m[PROBE]:.1f}x" if ANSIBLE in m else "-",
             f"{ans / m[HANDSHAKE]:.1f}x" if ANSIBLE in m else "-",
         )
