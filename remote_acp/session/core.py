@@ -243,7 +243,8 @@ class Session:
                 ready_reply=spec.ready_reply,
             )
             self._conn.start(tg)
-            if (files := file_access(options, remote=self._target.remote)).enabled:
+            files = file_access(options, remote=self._target.remote)
+            if files.enabled:
                 self._inbox.serve_files(FileServer(self._workspace, files), tg)
             tg.start_soon(self._supervise, name="remote-acp turn supervisor")
             tg.start_soon(self._guard, name="remote-acp session guard")
@@ -255,7 +256,7 @@ class Session:
                 secrets=secrets,
                 ready_timeout_ms=spec.ready_timeout_ms,
             )
-            init = await hs.initialize(options.initialize_timeout_ms)
+            init = await hs.initialize(options.initialize_timeout_ms, fs_read=files.read, fs_write=files.write)
         rendered = tools.render(init, self.log)
         hs.mcp_servers = rendered.servers
         for why in rendered.withheld:

@@ -101,9 +101,12 @@ class Handshake:
             raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"{method} error {code}: {text}")
         return response.result
 
-    async def initialize(self, timeout_ms: int) -> InitializeResult:
+    async def initialize(self, timeout_ms: int, *, fs_read: bool = False, fs_write: bool = False) -> InitializeResult:
+        """``fs_read``/``fs_write``: the file-system capabilities to advertise (the remote rules
+        have been applied by the caller)."""
         await self._wait_ready(self._ready_timeout_ms or timeout_ms)
-        raw = await self.call("initialize", initialize_params(__version__), timeout_ms)
+        params = initialize_params(__version__, fs_read=fs_read, fs_write=fs_write)
+        raw = await self.call("initialize", params, timeout_ms)
         try:
             init = parse_initialize(raw)
         except WireError:
