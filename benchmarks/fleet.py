@@ -1,15 +1,21 @@
 """``remote-acp check host`` over a loopback fleet, against a bare asyncssh fan-out and Ansible.
 
-    python -m benchmarks.fleet [--hosts 1,10,50] [--runs 3] [--warmup 1] [--no-ansible]
+    python -m benchmarks.fleet [--hosts 1,10,50] [--runs 3] [--warmup 1] [--no-ansible] [--as-root]
 
 A lab of real sshd hosts on loopback (``integration.sshlab``: one sshd per address 127.0.0.2 and
 up, its own host keys, client key, known_hosts and an ssh_config with the aliases ``lab1``...;
-``MaxStartups`` raised so that fifty logins at once are not dropped; needs root and
-``/usr/sbin/sshd``). For each fleet size, these run interleaved, one of each per round, every one
-a whole process against the same hosts, with every host connected to at once:
+``MaxStartups`` raised so that fifty logins at once are never dropped; needs root and
+``/usr/sbin/sshd``). Every contender logs in as a throwaway user (``integration.users``: login
+shell bash, no dotfiles), so what the machine's own accounts run at login takes no part (root's
+``.bashrc`` here runs ``pyenv init`` on every login, which fifty logins at once serialize on
+pyenv's lock); ``--as-root`` logs in as root instead. For each fleet size these run interleaved,
+one of each per round, each a whole process (or processes) against the same hosts, every host at
+once:
 
 - the floor: ``benchmarks/_fanout.py``, a python process that connects to every host with asyncssh
   (the lab's key and known_hosts, addresses given, nothing resolved), runs ``true``, closes;
+- ``ssh HOST true`` to every host at once (OpenSSH, the lab's ssh_config): the floor of a
+  handshake, which logs in with OpenSSH as every session does;
 - ``remote-acp check host @fleet --no-handshake --json`` (the probe), our inventory file listing
   the hosts and the lab's ssh_config (``--concurrency`` the fleet's size);
 - the same with the handshake: the scriptable agent started on every host as a session starts it,
@@ -23,8 +29,10 @@ a whole process against the same hosts, with every host connected to at once:
 
 Every run must find every host ready (or ``SUCCESS``), or the benchmark stops. Between runs the
 benchmark waits until no host has a connection left, and ends Ansible's ControlPersist masters,
-so each run starts cold. Targets (DESIGN section 5, at the largest size): the probe <= 1.2x the
-fan-out, with the handshake <= 2.5x, and Ansible at least 4x slower than the probe.
+so each run starts cold. Besides wall time it records the CPU time of each run on both sides:
+here (every process the contender started) and on the hosts (the sshd listeners and all they
+reaped). Targets (DESIGN section 5, at the largest size): the probe <= 1.2x the asyncssh fan-out,
+with the handshake <= 2.5x, and Ansible at least 4x slower than the probe.
 """
 
 from __future__ import annotations
