@@ -63,6 +63,19 @@ def test_json_run_prints_events_turn_results_and_final_result(workspace: str) ->
         "error_kind": None,
         "message": "the agent completed the turn",
         "obtained": "new",
+        # The scripted agent is not measured: its turns are counted, never given zero figures.
+        "tokens": {
+            "measured_turns": 0,
+            "unmeasured_turns": 2,
+            "input_tokens": None,
+            "output_tokens": None,
+            "cache_read_tokens": None,
+            "total_tokens": None,
+            "models": [],
+            "max_tokens": None,
+            "ceiling": None,
+        },
+        "load_held_s": None,
     }
     assert str(lines[1]["message"]).startswith("this session started with a declared capability gap in:")
     assert lines[3]["delta"] == "one" and lines[4]["message"] == "one"
@@ -168,6 +181,8 @@ def test_sessions_are_recorded_and_resumed(workspace: str, tmp_path: Path) -> No
     assert [(r["session_id"], r["target"], r["workspace"], r["outcome"]) for r in records] == [
         (saved, "local", workspace, "turn_completed")
     ]
+    assert str(records[0]["created"]).endswith("Z")
+    age_history(minutes=2)  # created in an earlier minute: the loads below need not wait one out
 
     # Human output hides the replayed history unless asked; the run says how it got its session.
     again = cli("run", "--agent", agent, "--workspace", workspace, "--resume", "last", "and go on")
@@ -181,6 +196,19 @@ def test_sessions_are_recorded_and_resumed(workspace: str, tmp_path: Path) -> No
     assert final["session_id"] == saved and final["obtained"] == "loaded"
     table = cli("sessions", "--workspace", workspace)
     assert table.returncode == 0 and str(saved) in table.stdout and "loaded" in table.stdout
+
+
+def age_history(minutes: int) -> None:
+    """Move every recorded creation time ``minutes`` back, as if the sessions were made then."""
+    from datetime import datetime, timedelta
+
+    path = Path(os.environ["REMOTE_ACP_STATE_DIR"]) / "sessions.jsonl"
+    records = json_lines(path.read_text())
+    for record in records:
+        if record.get("created"):
+            then = datetime.fromisoformat(str(record["created"])) - timedelta(minutes=minutes)
+            record["created"] = then.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def test_resume_last_without_a_saved_session_is_a_usage_error(workspace: str) -> None:
@@ -295,6 +323,7 @@ def test_agent_that_stops_reading_mid_prompt_ends_the_turn_port_exit(workspace: 
         "stop_reason": None,
         "last_message": "",
     }
+    tokens = lines[4].pop("tokens")
     assert lines[4] == {
         "type": "run_result",
         "session_id": "deaf-1",
@@ -302,7 +331,9 @@ def test_agent_that_stops_reading_mid_prompt_ends_the_turn_port_exit(workspace: 
         "error_kind": "port_exit",
         "message": message,
         "obtained": "new",
+        "load_held_s": None,
     }
+    assert isinstance(tokens, dict) and (tokens["measured_turns"], tokens["unmeasured_turns"]) == (0, 1)
     recorded = json_lines((state_dir() / "sessions.jsonl").read_text())
     assert [(r["session_id"], r["outcome"], r["error_kind"]) for r in recorded] == [
         ("deaf-1", "turn_failed", "port_exit")

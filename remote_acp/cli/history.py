@@ -8,6 +8,10 @@ both hold an exclusive ``flock`` on ``sessions.lock`` beside it, so concurrent r
 interleave nor lose a line a compaction would otherwise overwrite; waiting for that lock is
 bounded. Readers take no lock: a compaction replaces the file atomically, and a line that cannot
 be decoded or parsed (a torn or foreign line) is skipped.
+
+Each record carries the session's creation time when it is known, written with the rest of the
+record under the lock, so a run in another process can space its load of the session as the
+creating process would have (see :class:`remote_acp.session.continuation.OriginLedger`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -56,9 +61,22 @@ class SessionRecord:
     outcome: str
     error_kind: str | None = None
     obtained: str = "new"
+    created: str | None = None
+    """When the agent created the session (its answer to ``session/new``, as this or an earlier
+    run saw it), ISO 8601 UTC; ``None`` when unknown (older records, a session created elsewhere)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def created_at(self) -> datetime | None:
+        """:attr:`created` as a time, or ``None`` when unknown or unreadable (a foreign line)."""
+        if self.created is None:
+            return None
+        try:
+            when = datetime.fromisoformat(self.created)
+        except ValueError:
+            return None
+        return when if when.utcoffset() is not None else None
 
     @classmethod
     def from_json(cls, obj: object) -> SessionRecord | None:
@@ -68,7 +86,7 @@ class SessionRecord:
         names = {f.name for f in fields(cls)}
         if not names >= obj.keys():
             return None
-        optional = {"error_kind"}
+        optional = {"error_kind", "created"}
         for name, value in obj.items():
             if not (isinstance(value, str) or (value is None and name in optional)):
                 return None
@@ -149,6 +167,17 @@ class SessionHistory:
             latest.pop(record.session_id, None)
             latest[record.session_id] = record
         return list(reversed(latest.values()))[: max(limit, 0)]
+
+    def created(self, session_id: str, workspace: str) -> datetime | None:
+        """When ``session_id`` (in ``workspace``) was created, as the latest record that knows says.
+
+        :raises HistoryError: the file exists but cannot be read.
+        """
+        found = None
+        for record in self.records():
+            if record.session_id == session_id and record.workspace == workspace:
+                found = record.created_at() or found
+        return found
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

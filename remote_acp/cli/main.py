@@ -163,6 +163,13 @@ def cli(log_level: str, log_format: str) -> None:
 )
 @click.option("--resume", default=None, help="Continue this saved session id ('last': the latest here).")
 @click.option("--show-replay", is_flag=True, help="Print the history a continued session replays.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Send no further prompt once the run's measured tokens reach this total [agent.max_tokens]; "
+    "an unmeasured run is not bounded by it (and says so).",
+)
 @click.argument("prompts", nargs=-1)
 def run(
     config_file: str | None,
@@ -185,6 +192,7 @@ def run(
     pass_env: tuple[str, ...],
     resume: str | None,
     show_replay: bool,
+    max_tokens: int | None,
     prompts: tuple[str, ...],
 ) -> None:
     """Start AGENT in a session and run each PROMPT as one turn, in order.
@@ -194,11 +202,13 @@ def run(
     is the prompt when no PROMPT is given. A file with errors starts nothing (exit status 2).
 
     Stops at the first turn that does not complete (one that could not even start ends the run
-    as turn_not_started). Exit status: 0 all turns completed; 1 internal error; 2 usage error;
-    3 bad command or workspace; 4 credential refused; 5 connection or protocol failure;
-    6 retryable turn failure; 7 final turn failure (refusal, token limit, unknown outcome);
-    8 cancelled; 9 the agent needs a person; 10 local I/O failure (the output cannot be
-    written, the session history cannot be read); 130 interrupted; 141 the output was closed.
+    as turn_not_started), and before the next PROMPT once the measured tokens reach
+    --max-tokens (token_ceiling_reached). Exit status: 0 all turns completed; 1 internal error;
+    2 usage error; 3 bad command or workspace; 4 credential refused; 5 connection or protocol
+    failure; 6 retryable turn failure; 7 final turn failure (refusal, token limit, unknown
+    outcome, the token ceiling reached); 8 cancelled; 9 the agent needs a person; 10 local I/O
+    failure (the output cannot be written, the session history cannot be read); 130
+    interrupted; 141 the output was closed.
     """
     import anyio
 
@@ -295,6 +305,7 @@ def run(
         show_replay=show_replay,
         history=history,
         pool=pool,
+        max_tokens=max_tokens if max_tokens is not None else workflow.config.agent.max_tokens if workflow else None,
     )
     _collect_later()
     code = anyio.run(run_prompts, request)

@@ -12,18 +12,26 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..events import Event, Malformed, Notification, OtherMessage, SessionStarted, ToolResult, TurnEnded
+from ..events import Event, Malformed, Notification, OtherMessage, SessionStarted, TokenUsage, ToolResult, TurnEnded
 from .streams import Output, OutputError
 
 if TYPE_CHECKING:
     from .streams import OutputStream
 
-__all__ = ["HumanRenderer", "JsonRenderer", "OutputError", "json_line"]
+__all__ = ["HumanRenderer", "JsonRenderer", "OutputError", "json_line", "token_note"]
 
 
 def json_line(obj: dict[str, Any]) -> str:
     """``obj`` as one line of ASCII JSON (encodable in any locale, whatever the agent sent)."""
     return json.dumps(obj, ensure_ascii=True, default=str)
+
+
+def token_note(usage: TokenUsage) -> str:
+    """A measured turn's figures for a person: ``tokens: 1234 in, 56 out, 200 cache-read (model)``."""
+    model: str = getattr(usage, "model", "")
+    cache_read: int = getattr(usage, "cache_read_tokens", 0)
+    line = f"tokens: {usage.input_tokens} in, {usage.output_tokens} out, {cache_read} cache-read"
+    return f"{line} ({model})" if model else line
 
 
 class JsonRenderer:
@@ -72,6 +80,10 @@ class HumanRenderer:
         # loses them but does not fail a run whose output is fine.
         await _quietly(self._err, self._encode_note(text))
 
+    def note_now(self, text: str) -> None:
+        """A notice from outside a coroutine (a callback): written if there is room, else dropped."""
+        self._err.offer(self._encode_note(text))
+
     def last_note(self, text: str) -> None:
         """The run's closing line, never dropped for a full buffer (written if stderr can be)."""
         if self._text_open:
@@ -104,6 +116,8 @@ class HumanRenderer:
             await self.note(
                 f"malformed input from the agent: {event.message}" + (f" ({event.detail})" if event.detail else "")
             )
+        elif isinstance(event, TokenUsage):
+            await self.note(token_note(event))
         elif isinstance(event, TurnEnded):
             await self._end_text()
         elif isinstance(event, SessionStarted):

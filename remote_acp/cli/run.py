@@ -1,4 +1,16 @@
-"""``remote-acp run``: one session, one turn per prompt, stopping at the first turn that fails."""
+"""``remote-acp run``: one session, one turn per prompt, stopping at the first turn that fails.
+
+Tokens: a turn is measured when a measurement source sent its ``token_usage`` figure; the run
+adds the measured turns up and counts the others as unmeasured (never as zero). With
+``max_tokens`` set, a measured run whose total reaches the ceiling sends no further prompt (the
+outcome ``token_ceiling_reached``, error kind ``turn_token_limit``); a run with unmeasured turns
+says the ceiling could not bound it.
+
+Load spacing across processes: a ``--resume`` seeds the process-wide
+:data:`~remote_acp.session.continuation.ORIGINS` with the creation time the session history
+kept, so a load in the minute the session was created waits it out, whoever created it; the
+run's own record keeps the creation time for the next one.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import RemoteAcpError
+from ..events import TokenUsage
+from ..session.continuation import ORIGINS
 from ..session.core import Session, open_session
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
 from .history import HistoryError, SessionHistory, SessionRecord
@@ -42,6 +56,96 @@ class RunRequest:
     history: SessionHistory | None = None
     pool: HostPool | None = None
     """Place the session on the best ready host of the pool (``target`` is then unused)."""
+    max_tokens: int | None = None
+    """The run's token ceiling: no prompt is sent once the measured total reaches it."""
+
+
+class _Tokens:
+    """What the run's turns spent: totals over the measured turns, and the turns with no figure."""
+
+    def __init__(self, max_tokens: int | None) -> None:
+        self.max_tokens = max_tokens
+        self.measured_turns = 0
+        self.unmeasured_turns = 0
+        self.input = self.output = self.cache_read = self.total = 0
+        self.models: list[str] = []
+
+    def add(self, usage: TokenUsage) -> None:
+        self.input += usage.input_tokens
+        self.output += usage.output_tokens
+        self.cache_read += getattr(usage, "cache_read_tokens", 0)
+        self.total += usage.total_tokens
+        model: str = getattr(usage, "model", "")
+        if model and model not in self.models:
+            self.models.append(model)
+
+    def turn_ended(self, measured: bool) -> None:
+        if measured:
+            self.measured_turns += 1
+        else:
+            self.unmeasured_turns += 1
+
+    @property
+    def reached(self) -> bool:
+        return self.max_tokens is not None and self.measured_turns > 0 and self.total >= self.max_tokens
+
+    def ceiling(self) -> str | None:
+        """``None`` without a ceiling; else ``reached``, ``not bounded`` (a turn ran unmeasured),
+        or ``within``."""
+        if self.max_tokens is None:
+            return None
+        if self.reached:
+            return "reached"
+        return "not bounded" if self.unmeasured_turns else "within"
+
+    def to_json(self) -> dict[str, Any]:
+        measured = self.measured_turns > 0
+        return {
+            "measured_turns": self.measured_turns,
+            "unmeasured_turns": self.unmeasured_turns,
+            # Never zero for what nobody measured: no figure at all is null.
+            "input_tokens": self.input if measured else None,
+            "output_tokens": self.output if measured else None,
+            "cache_read_tokens": self.cache_read if measured else None,
+            "total_tokens": self.total if measured else None,
+            "models": list(self.models),
+            "max_tokens": self.max_tokens,
+            "ceiling": self.ceiling(),
+        }
+
+    def summary(self) -> list[str]:
+        """The closing notes of a text run (none when no turn ran)."""
+        turns = self.measured_turns + self.unmeasured_turns
+        if turns == 0:
+            return []
+        if self.measured_turns == 0:
+            lines = ["tokens: not measured"]
+        else:
+            line = (
+                f"tokens this run: {self.input} in, {self.output} out, {self.cache_read} cache-read, {self.total} total"
+            )
+            if self.unmeasured_turns:
+                line += f" ({self.unmeasured_turns} of {turns} turns not measured: a lower bound)"
+            lines = [line]
+        if self.ceiling() == "not bounded":
+            if self.measured_turns == 0:
+                lines.append("run reported no token usage, token ceiling could not bound it")
+            else:
+                lines.append(
+                    f"{self.unmeasured_turns} turns reported no token usage, token ceiling could not bound them"
+                )
+        return lines
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What the run learns on the way that its closing lines and its record need."""
+
+    tokens: _Tokens
+    created: datetime | None = None
+    """When the session was created, if known (kept in the history for a later load)."""
+    held_s: float | None = None
+    """How long a load waited out the session's creation minute."""
 
 
 # How long the closing lines may wait for a reader that makes no progress: an unread pipe must
@@ -93,11 +197,17 @@ def _turn_line(session_id: str, outcome: str, kind: str, retryable: bool, messag
     }
 
 
-async def _run_turn(session: Session, prompt: str, renderer: JsonRenderer | HumanRenderer) -> dict[str, Any]:
+async def _run_turn(
+    session: Session, prompt: str, renderer: JsonRenderer | HumanRenderer, tokens: _Tokens
+) -> dict[str, Any]:
     """Run one turn and return its ``turn_result`` object, also when the turn could not start."""
+    measured = False
     try:
         async with session.turn(prompt) as turn:
             async for event in turn:
+                if isinstance(event, TokenUsage):
+                    measured = True
+                    tokens.add(event)
                 await renderer.event(event)
     except RemoteAcpError as exc:
         # In flight already, connection gone, prompt not taken in time: the turn never started,
@@ -106,6 +216,10 @@ async def _run_turn(session: Session, prompt: str, renderer: JsonRenderer | Huma
         return _turn_line(session.session_id, "turn_not_started", exc.kind.value, exc.retryable, str(exc))
     assert turn.result is not None
     result: dict[str, Any] = turn.result.to_json()
+    if result["outcome"] != "turn_not_started":
+        tokens.turn_ended(measured)
+        if not measured and getattr(session, "measured", False) and isinstance(renderer, HumanRenderer):
+            await renderer.note("tokens: not measured for this turn (no figure arrived)")
     return result
 
 
@@ -122,7 +236,11 @@ def _say(output: Output, text: str) -> None:
 
 
 async def _drive(
-    request: RunRequest, renderer: JsonRenderer | HumanRenderer, final: dict[str, Any], stop: _Stop
+    request: RunRequest,
+    renderer: JsonRenderer | HumanRenderer,
+    final: dict[str, Any],
+    stop: _Stop,
+    progress: _Progress,
 ) -> int:
     """Start the session and run the prompts; the exit status of the turns."""
     output = renderer.output
@@ -140,14 +258,26 @@ async def _drive(
         stop.session = session
         assert session.info is not None
         final.update(session_id=session.session_id, obtained=session.info.obtained)
-        for prompt in request.prompts:
+        progress.created = ORIGINS.created(request.workspace, session.session_id)
+        tokens = progress.tokens
+        for index, prompt in enumerate(request.prompts):
             if stop.signals:
                 break
+            if tokens.reached:
+                assert tokens.max_tokens is not None
+                left = len(request.prompts) - index
+                final.update(
+                    outcome="token_ceiling_reached",
+                    error_kind="turn_token_limit",
+                    message=f"the run used {tokens.total} tokens, reaching max_tokens {tokens.max_tokens}: "
+                    f"{left} prompt{'s' if left > 1 else ''} not sent",
+                )
+                return exit_code_for("turn_token_limit")
             # A write waiting for an unread pipe holds the turn where the session cannot apply
             # its bound: give up waiting when the bound is due, so the session can end the turn.
             output.wait_until(time.monotonic() + request.options.turn_timeout_ms / 1000)
             stop.turn_in_flight = True
-            turn = await _run_turn(session, prompt, renderer)
+            turn = await _run_turn(session, prompt, renderer, tokens)
             stop.turn_in_flight = False
             output.wait_until(math.inf)
             final["outcome"], final["message"] = turn["outcome"], turn["message"]
@@ -190,11 +320,23 @@ async def run_prompts(request: RunRequest) -> int:
     stop = _Stop(output)
     output_failed: OutputError | None = None
     code = EXIT_OK
+    progress = _Progress(_Tokens(request.max_tokens))
+    _seed_origin(request)
+
+    def held(session_id: str, seconds: float) -> None:
+        progress.held_s = round(seconds, 3)
+        if isinstance(renderer, HumanRenderer):
+            renderer.note_now(
+                f"waiting {seconds:.1f} s before loading session {session_id}: it was created in this UTC "
+                "minute, and a load within the minute of its creation can lose the session's history"
+            )
+
+    ORIGINS.on_hold = held
     async with anyio.create_task_group() as tg:
         tg.start_soon(stop.watch)
         with stop.scope:
             try:
-                code = await _drive(request, renderer, final, stop)
+                code = await _drive(request, renderer, final, stop, progress)
             except RemoteAcpError as exc:
                 final.update(outcome="start_failed", error_kind=exc.kind.value, message=str(exc))
                 code = exit_code_for(exc.kind.value)
@@ -218,24 +360,44 @@ async def run_prompts(request: RunRequest) -> int:
                     )
             final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
             code = EXIT_INTERRUPTED
-        _remember(request, final, started)
-        code = await _finish(renderer, final, code, output_failed)
+        ORIGINS.on_hold = None
+        _remember(request, final, started, progress.created)
+        code = await _finish(renderer, final, code, output_failed, progress)
         tg.cancel_scope.cancel()
     return code
 
 
+def _seed_origin(request: RunRequest) -> None:
+    """Hand the creation time the history kept for the session to resume to the load spacing."""
+    if request.resume is None or request.history is None:
+        return
+    try:
+        created = request.history.created(request.resume, request.workspace)
+    except HistoryError as exc:
+        log.warning("could not read when the session was created (a load is not spaced): %s", exc)
+        return
+    if created is not None:
+        ORIGINS.record(request.workspace, request.resume, at=created)
+
+
 async def _finish(
-    renderer: JsonRenderer | HumanRenderer, final: dict[str, Any], code: int, failed: OutputError | None
+    renderer: JsonRenderer | HumanRenderer,
+    final: dict[str, Any],
+    code: int,
+    failed: OutputError | None,
+    progress: _Progress,
 ) -> int:
     """Write the closing line and wait, bounded, for the output to reach its reader."""
     output = renderer.output
     if failed is None:
         try:
             if isinstance(renderer, JsonRenderer):
-                renderer.result(final)
+                renderer.result({**final, "tokens": progress.tokens.to_json(), "load_held_s": progress.held_s})
                 if final["outcome"] == "internal_error":
                     _say(output, final["message"])
             else:
+                for note in progress.tokens.summary():
+                    renderer.last_note(note)
                 line = f"session {final['session_id'] or '-'}: {final['outcome']}"
                 if final["error_kind"]:
                     line += f" [{final['error_kind']}] {final.get('message', '')}"
@@ -255,7 +417,7 @@ async def _finish(
     return code
 
 
-def _remember(request: RunRequest, final: dict[str, Any], started: str) -> None:
+def _remember(request: RunRequest, final: dict[str, Any], started: str, created: datetime | None) -> None:
     """Record the session for ``sessions`` and ``--resume``; never fails the run (a warning)."""
     if request.history is None or not final["session_id"]:
         return
@@ -270,6 +432,7 @@ def _remember(request: RunRequest, final: dict[str, Any], started: str) -> None:
         outcome=final["outcome"] or "started",
         error_kind=final["error_kind"],
         obtained=final.get("obtained", "new"),
+        created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if created is not None else None,
     )
     try:
         request.history.add(record)

@@ -15,8 +15,11 @@ tool servers the handshake holds (:attr:`Handshake.mcp_servers`; ``session/resum
 key when there are none).
 
 Some runtimes destroy a session's resumability when it is loaded in the same UTC minute it was
-created, so a load of a session this process created waits until that minute is over
-(:class:`OriginLedger`).
+created (Gemini CLI names the session's journal after that minute, and a load in it starts the
+journal afresh). So a load of a session whose creation time is known waits until that minute is
+over (:class:`OriginLedger`): known because this process created it, or because whoever created
+it kept the time and hands it in (``ledger.record(cwd, session_id, at=created)``; the command
+line keeps it in its session history).
 """
 
 from __future__ import annotations
@@ -63,19 +66,46 @@ class Continuation:
 
 
 class OriginLedger:
-    """When this process created each session, so a load can wait out the creation minute.
+    """When each session was created, so a load can wait out the UTC minute of its creation.
 
-    Process-wide by default (:data:`ORIGINS`); the clock is injectable so tests need not wait.
+    Sessions this process creates are recorded as they are created; a session created elsewhere
+    (another process, an earlier run) is recorded by whoever kept its creation time, with
+    ``record(..., at=created)``. Process-wide by default (:data:`ORIGINS`); the clock is
+    injectable so tests need not wait. ``on_hold(session_id, seconds)``, when set, is called
+    before a load waits, so a caller can say why nothing happens for a while.
     """
 
-    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        on_hold: Callable[[str, float], None] | None = None,
+    ) -> None:
         self.clock = clock
+        self.on_hold = on_hold
         self._created: dict[tuple[str, str], datetime] = {}
 
-    def record(self, cwd: str, session_id: str) -> None:
+    def record(self, cwd: str, session_id: str, *, at: datetime | None = None) -> None:
+        """Note that ``session_id`` (in ``cwd``) was created ``at`` (default: now).
+
+        A time already known for the session is kept when it is later: the later of two
+        creation times holds a load at least as long, and never ends a hold early.
+
+        :raises ValueError: ``at`` has no time zone (it would be read in an unknown one).
+        """
+        if at is not None and at.utcoffset() is None:
+            raise ValueError("the creation time must carry its time zone")
         now = self.clock()
+        created = now if at is None else at
         self._created = {k: t for k, t in self._created.items() if now - t < _RETENTION}
-        self._created[(cwd, session_id)] = now
+        known = self._created.get((cwd, session_id))
+        if now - created < _RETENTION and (known is None or created > known):
+            self._created[(cwd, session_id)] = created
+
+    def created(self, cwd: str, session_id: str) -> datetime | None:
+        """When the session was created, if this ledger knows (it forgets times that can no
+        longer hold a load as it records others)."""
+        return self._created.get((cwd, session_id))
 
     def hold_for(self, cwd: str, session_id: str) -> float:
         """Seconds until the wall clock leaves the UTC minute of the session's creation (0..60)."""
@@ -139,6 +169,8 @@ async def continue_session(
         hold = ledger.hold_for(cwd, resume_id)
         if hold > 0:
             log.info("holding session/load until the creation minute is over", extra={"hold_s": round(hold, 3)})
+            if ledger.on_hold is not None:
+                ledger.on_hold(resume_id, hold)
             await anyio.sleep(hold)
         failure = await _load(hs, resume_id, cwd, normalizer, activity, read_timeout_ms, control_code)
         obtained: Obtained = "loaded"
