@@ -26,6 +26,7 @@ __all__ = [
     "OtherMessage",
     "SessionStarted",
     "TERMINAL_EVENTS",
+    "TokenLowerBound",
     "TokenUsage",
     "ToolResult",
     "TurnCancelled",
@@ -117,12 +118,35 @@ class ToolResult(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenUsage(Event):
-    """Token figures from a measurement source (never from ``usage_update``)."""
+    """One turn's spend, read by a measurement source from the runtime's own records (never from
+    ``usage_update``, never from a vendor figure on the prompt result). At most one per turn,
+    before its terminal event; a session no source measures emits none ("not measured", not 0).
+    See "Token accounting" in the README for what counts."""
 
     type: ClassVar[str] = "token_usage"
+    model: str
+    """The model the turn's own calls went to (the last one, when a turn used several)."""
+    input_tokens: int
+    """Prompt tokens, cached ones included (``cache_read_tokens`` is the part read from cache)."""
+    output_tokens: int
+    """Generated tokens, reasoning ("thoughts") included."""
+    cache_read_tokens: int
+    total_tokens: int
+    """The runtime's own total, as it reported it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenLowerBound(Event):
+    """A token figure the runtime attached to the prompt result itself (Gemini CLI's
+    ``_meta.quota.token_count``). Not spend: it may leave out cache reads, reasoning and side calls,
+    so it only says a figure exists and that the turn cost at least this much. Emitted whenever the
+    result carries one, measured session or not, before the turn's terminal event."""
+
+    type: ClassVar[str] = "token_lower_bound"
     input_tokens: int
     output_tokens: int
-    total_tokens: int
+    source: str
+    """Where the figure was found on the result (``_meta.quota.token_count``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

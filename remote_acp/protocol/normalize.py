@@ -44,6 +44,7 @@ __all__ = [
     "Normalizer",
     "cap_text",
     "normalize_tool_kind",
+    "vendor_token_figure",
 ]
 
 log = get_logger("remote_acp.events")
@@ -89,6 +90,25 @@ def cap_text(text: str, cap: int = MESSAGE_CAP) -> str:
 
 def normalize_tool_kind(kind: Any) -> str:
     return kind if isinstance(kind, str) and kind in TOOL_KINDS else "other"
+
+
+VENDOR_TOKEN_FIELD: Final = "_meta.quota.token_count"
+_TOKEN_BOUND: Final = 1 << 53  # a count past this is not a count
+
+
+def vendor_token_figure(result: Any) -> tuple[int, int] | None:
+    """The (input, output) token figure a runtime put on a prompt result, if any: Gemini CLI's
+    ``_meta.quota.token_count``. A presence signal and a lower bound only (it counts the turn's
+    main calls, not their cache reads, reasoning or side calls), never spend."""
+    node: Any = result
+    for key in ("_meta", "quota", "token_count"):
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    counts = node.get("input_tokens"), node.get("output_tokens")
+    if not all(type(c) is int and 0 <= c < _TOKEN_BOUND for c in counts):
+        return None
+    return counts[0], counts[1]  # type: ignore[return-value]  # both checked to be int above
 
 
 def _terminal_status(status: Any) -> bool:

@@ -30,12 +30,13 @@ import anyio
 
 from .. import masking
 from ..errors import ErrorKind, RemoteAcpError
-from ..events import Event, Notification, SessionStarted, utc_now
+from ..events import Event, Notification, SessionStarted, TokenLowerBound, TokenUsage, TurnEnded, utc_now
 from ..logs import ContextLogger, get_logger
 from ..mcp import plan_delivery
-from ..protocol.normalize import Normalizer
+from ..measure import Measurement
+from ..protocol.normalize import VENDOR_TOKEN_FIELD, Normalizer, vendor_token_figure
 from ..protocol.wire import prompt_params
-from ..targets.launch import LocalTarget
+from ..targets.launch import LaunchSpec, LocalTarget
 from ..targets.process import AgentProcess
 from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from ..options import SessionOptions
     from ..protocol.wire import InitializeResult
     from ..targets.launch import LaunchTarget
+    from .filesystem import FileAccess
 
 __all__ = ["Session", "SessionInfo", "open_session", "start_session"]
 
@@ -76,6 +78,9 @@ class SessionInfo:
     """How the session was obtained: new, loaded, resumed, or fell back (to a new session)."""
     auth_methods: tuple[str, ...] = ()
     """The ids of the ``authMethods`` the handshake listed (the agent may ask to authenticate)."""
+    measured: bool = False
+    """Whether a confirmed measurement source reads this session's token figures now (never on a
+    remote launch; ``False`` again once a source is dropped): unmeasured means "not measured"."""
 
 
 def _close_method(init: InitializeResult, *, verification: bool) -> str | None:
@@ -135,6 +140,10 @@ class Session:
         self._tearing_down = False
         self._grace_s = options.stop_grace_ms / 1000
         self._secrets: tuple[str, ...] | None = None
+        self._measurement: Measurement | None = None
+        self._vendor_figure: tuple[int, int] | None = None  # on the latest prompt result
+        self._figured: TurnMachine | None = None  # the latest turn whose figures were handed out
+        self._measure_ended = anyio.Event()  # ends a turn's wait for its figures early
 
     # -- public -------------------------------------------------------------------------------
 
@@ -152,6 +161,11 @@ class Session:
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
+
+    @property
+    def measured(self) -> bool:
+        """Whether a confirmed measurement source reads this session now (see :class:`SessionInfo`)."""
+        return self._measurement is not None and self._measurement.measured
 
     @property
     def closed(self) -> bool:
@@ -197,6 +211,8 @@ class Session:
         own answer awaited for up to ``read_timeout_ms``; the turn ends ``turn_cancelled``."""
         if (machine := self._inbox.turn) is not None:
             self._cancel_turn(machine)
+        else:  # a turn that ended may still be waiting for its figures: it ends unmeasured
+            self._end_measure_wait()
 
     def kill(self) -> None:
         """Stop at once: the turn in flight ends ``turn_cancelled`` now, without waiting for the
@@ -229,34 +245,36 @@ class Session:
         secrets = self._secrets = (*spec.secrets, *tools.secrets)
         masking.register(secrets)
         self._normalizer.secrets = secrets
-        async with self._target.start_slot():  # a host's limit on connection attempts in progress
-            self._process = process = await AgentProcess.start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
-            self.log.bind(pid=process.pid)
-            self._normalizer.pid = process.pid
-            self._conn = self._inbox.conn = AgentConnection(
-                process,
-                self._inbox,
-                max_line_bytes=options.max_line_bytes,
-                output_drain_ms=options.output_drain_ms,
-                stdin_prefix=spec.stdin_prefix,
-                ready_marker=spec.ready_marker,
-                ready_reply=spec.ready_reply,
-            )
-            self._conn.start(tg)
-            files = file_access(options, remote=self._target.remote)
-            if files.enabled:
-                self._inbox.serve_files(FileServer(self._workspace, files), tg)
-            tg.start_soon(self._supervise, name="remote-acp turn supervisor")
-            tg.start_soon(self._guard, name="remote-acp session guard")
-            hs = Handshake(
+        files = file_access(options, remote=self._target.remote)
+        if files.enabled:
+            self._inbox.serve_files(FileServer(self._workspace, files), tg)
+        tg.start_soon(self._supervise, name="remote-acp turn supervisor")
+        tg.start_soon(self._guard, name="remote-acp session guard")
+        measurement = self._measurement = Measurement(
+            spec.argv, allowed=rules_for(self._target.remote).measurement, log=self.log
+        )
+        while True:  # restart to settle the measurement source (see remote_acp.measure)
+            armed = measurement.arm_start()
+            hs, init = await self._launch(dataclasses.replace(spec, env=spec.env | armed), files, tg)
+            name = init.agent_info.name if init.agent_info else ""
+            if not measurement.settle(name):
+                break
+            self.log.info("restarting the agent to settle the measurement source", extra={"agent_name": name})
+            assert self._conn is not None and self._process is not None  # set by _launch
+            await stop_agent(
                 self._conn,
-                process,
-                self._target,
-                drain_ms=options.output_drain_ms,
-                secrets=secrets,
-                ready_timeout_ms=spec.ready_timeout_ms,
+                self._process,
+                grace_s=self._grace_s,
+                drain_s=options.output_drain_ms / 1000,
+                close=None,
+                log=self.log,
             )
-            init = await hs.initialize(options.initialize_timeout_ms, fs_read=files.read, fs_write=files.write)
+        # Declared before the first turn, so nothing has been lowered yet.
+        self.capabilities = CapabilityRecord(remote=self._target.remote, measured=measurement.measured)
+        if not measurement.measured:
+            self.log.info("token counts not measured", extra={"reason": measurement.why_not})
+        process = self._process
+        assert process is not None  # set by _launch
         rendered = tools.render(init, self.log)
         hs.mcp_servers = rendered.servers
         for why in rendered.withheld:
@@ -303,11 +321,42 @@ class Session:
             agent_capabilities=init.agent_capabilities,
             obtained=continuation.obtained,
             auth_methods=_method_ids(init.auth_methods),
+            measured=measurement.measured,
         )
         self.log.info(
             "agent implementation",
             extra={"agent_name": self._info.agent_name, "agent_version": self._info.agent_version},
         )
+
+    async def _launch(
+        self, spec: LaunchSpec, files: FileAccess, tg: anyio.abc.TaskGroup
+    ) -> tuple[Handshake, InitializeResult]:
+        """One start of the agent, up to its ``initialize`` answer."""
+        options = self._options
+        async with self._target.start_slot():  # a host's limit on connection attempts in progress
+            self._process = process = await AgentProcess.start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+            self.log.bind(pid=process.pid)
+            self._normalizer.pid = process.pid
+            self._conn = self._inbox.conn = AgentConnection(
+                process,
+                self._inbox,
+                max_line_bytes=options.max_line_bytes,
+                output_drain_ms=options.output_drain_ms,
+                stdin_prefix=spec.stdin_prefix,
+                ready_marker=spec.ready_marker,
+                ready_reply=spec.ready_reply,
+            )
+            self._conn.start(tg)
+            hs = Handshake(
+                self._conn,
+                process,
+                self._target,
+                drain_ms=options.output_drain_ms,
+                secrets=self._secrets or (),
+                ready_timeout_ms=spec.ready_timeout_ms,
+            )
+            init = await hs.initialize(options.initialize_timeout_ms, fs_read=files.read, fs_write=files.write)
+        return hs, init
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -390,6 +439,7 @@ class Session:
         elif response is None:
             machine.on_lost()
         else:
+            self._vendor_figure = vendor_token_figure(response.result)
             machine.on_answer(response.result, response.error, self._normalizer.masker)
         self._settle(machine)
         self._poke()
@@ -398,6 +448,15 @@ class Session:
         """The turn's events the caller has not taken; waits for some (or for the end)."""
         inbox, conn = self._inbox, self._conn
         while True:
+            if machine.result is not None and machine is not self._figured:
+                # The terminal event waits for the turn's figures; what precedes it goes now.
+                if len(machine.events) > 1:
+                    terminal = machine.events.pop()
+                    events = machine.take_all()
+                    machine.events.append(terminal)
+                    return events
+                self._figured = machine
+                return [*await self._turn_figures(machine), *machine.take_all()]
             if machine.events:
                 events = machine.take_all()
                 if conn is not None and conn.reader_paused:
@@ -410,6 +469,53 @@ class Session:
                 wake = inbox.turn_wake = anyio.Event()
                 continue
             await wake.wait()
+
+    async def _turn_figures(self, machine: TurnMachine) -> list[Event]:
+        """A turn's token events: the vendor's lower bound, if its result carried one, and the
+        measurement source's figure, if the session is measured and the source answered."""
+        events: list[Event] = []
+        vendor, self._vendor_figure = self._vendor_figure, None
+        ending = machine.events[-1] if machine.events else None
+        answered = machine.ending is None and isinstance(ending, TurnEnded) and ending.stop_reason is not None
+        if vendor is not None and answered:
+            events.append(
+                TokenLowerBound(
+                    timestamp=utc_now(),
+                    pid=self.pid,
+                    session_id=self.session_id,
+                    input_tokens=vendor[0],
+                    output_tokens=vendor[1],
+                    source=VENDOR_TOKEN_FIELD,
+                )
+            )
+        measurement = self._measurement
+        if measurement is None or not measurement.measured or self._tearing_down:
+            return events
+        self._measure_ended = anyio.Event()
+        figure, dropped = await measurement.after_turn(
+            self.session_id, answered=answered, wait_s=self._read_s, lower_bound=vendor, ended=self._measure_ended
+        )
+        if figure is not None:
+            events.append(
+                TokenUsage(
+                    timestamp=utc_now(),
+                    pid=self.pid,
+                    session_id=self.session_id,
+                    model=figure.model,
+                    input_tokens=figure.input_tokens,
+                    output_tokens=figure.output_tokens,
+                    cache_read_tokens=figure.cache_read_tokens,
+                    total_tokens=figure.total_tokens,
+                )
+            )
+        if dropped is not None:
+            self.capabilities.lower(Capability.TOKEN_COUNTS, dropped)
+            if self._info is not None:
+                self._info = dataclasses.replace(self._info, measured=False)
+        return events
+
+    def _end_measure_wait(self) -> None:
+        self._measure_ended.set()
 
     def _cancel_turn(self, machine: TurnMachine) -> None:
         if machine.result is None:
@@ -533,6 +639,7 @@ class Session:
                 await self._torn_down.wait()
                 return
             self._tearing_down = True
+            self._end_measure_wait()
             try:
                 if (machine := self._inbox.turn) is not None:
                     machine.stop(Ending.cancelled(_CLOSED_MID_TURN))
@@ -565,6 +672,8 @@ class Session:
                 if self._secrets is not None:
                     masking.unregister(self._secrets)
                     self._secrets = None
+                if self._measurement is not None:
+                    self._measurement.close()
                 self._torn_down.set()
 
 
