@@ -144,6 +144,8 @@ class _Progress:
     tokens: _Tokens
     created: datetime | None = None
     """When the session was created, if known (kept in the history for a later load)."""
+    resumed_created: datetime | None = None
+    """When the session to resume was created, as the history said."""
     held_s: float | None = None
     """How long a load waited out the session's creation minute."""
 
@@ -258,7 +260,11 @@ async def _drive(
         stop.session = session
         assert session.info is not None
         final.update(session_id=session.session_id, obtained=session.info.obtained)
-        progress.created = ORIGINS.created(request.workspace, session.session_id)
+        # Created here (new, or fell back), else the continued session's time from the history
+        # (which the ledger does not keep once it is too old to hold a load).
+        progress.created = ORIGINS.created(request.workspace, session.session_id) or (
+            progress.resumed_created if session.session_id == request.resume else None
+        )
         tokens = progress.tokens
         for index, prompt in enumerate(request.prompts):
             if stop.signals:
@@ -320,8 +326,7 @@ async def run_prompts(request: RunRequest) -> int:
     stop = _Stop(output)
     output_failed: OutputError | None = None
     code = EXIT_OK
-    progress = _Progress(_Tokens(request.max_tokens))
-    _seed_origin(request)
+    progress = _Progress(_Tokens(request.max_tokens), resumed_created=_seed_origin(request))
 
     def held(session_id: str, seconds: float) -> None:
         progress.held_s = round(seconds, 3)
@@ -367,17 +372,18 @@ async def run_prompts(request: RunRequest) -> int:
     return code
 
 
-def _seed_origin(request: RunRequest) -> None:
+def _seed_origin(request: RunRequest) -> datetime | None:
     """Hand the creation time the history kept for the session to resume to the load spacing."""
     if request.resume is None or request.history is None:
-        return
+        return None
     try:
         created = request.history.created(request.resume, request.workspace)
     except HistoryError as exc:
         log.warning("could not read when the session was created (a load is not spaced): %s", exc)
-        return
+        return None
     if created is not None:
         ORIGINS.record(request.workspace, request.resume, at=created)
+    return created
 
 
 async def _finish(
