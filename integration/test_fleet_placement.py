@@ -224,30 +224,32 @@ async def test_a_selection_that_matches_nothing_is_a_usage_error(ssh_lab: SshLab
     assert not fleet.agents()
 
 
-async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_path: Path) -> None:
+async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_path: Path, homes: Path) -> None:
     (tmp_path / "lab").mkdir()
     lab = SshLab(tmp_path / "lab").start(2, namespaced=False)
     try:
-        hosts = [Host(name=h.alias, address=h.alias, capacity=4) for h in lab.hosts]
-        pool = HostPool(
-            hosts, settings=SshSettings(config_file=str(lab.config), connect_timeout_s=5), probe_max_age_s=600
-        )
-        program = sys.executable
-        first, second = await pool.rank(program, str(tmp_path))
-        dead = lab.host(first.name)
-        assert dead.process is not None
-        dead.process.kill()  # the listener goes: connections are refused from now on
-        dead.process.wait()
-        options = SessionOptions(command=[program, "-m", "remote_acp.testing.scripted_agent"])
-        async with pool.session(str(tmp_path), options) as placed:
-            assert placed.host == second
-            (attempt,) = placed.failed
-            assert attempt.host == first
-            assert (attempt.error.kind, attempt.error.retryable) == (ErrorKind.PORT_EXIT, True)
-            assert pool.opened == {second.name: 1}
-            outcome = await placed.session.run_turn("hi")
-            assert outcome.outcome == "turn_completed"
-        assert pool.opened == {}
+        assert PYTHON is not None
+        with throwaway_user(lab.client_key.with_suffix(".pub"), base=homes) as u:
+            u.makedirs(u.home / "ws")
+            hosts = [Host(name=h.alias, address=h.alias, user=u.name, capacity=4) for h in lab.hosts]
+            settings = SshSettings(config_file=str(lab.config), connect_timeout_s=5)
+            pool = HostPool(hosts, settings=settings, probe_max_age_s=600)
+            workspace = str(u.home / "ws")
+            first, second = await pool.rank("env", workspace)  # the program the session's command starts
+            dead = lab.host(first.name)
+            assert dead.process is not None
+            dead.process.kill()  # the listener goes: connections are refused from now on
+            dead.process.wait()
+            command = ["env", f"PYTHONPATH={REPO}", PYTHON, "-m", "remote_acp.testing.scripted_agent"]
+            async with pool.session(workspace, SessionOptions(command=command)) as placed:
+                assert placed.host == second
+                (attempt,) = placed.failed
+                assert attempt.host == first
+                assert (attempt.error.kind, attempt.error.retryable) == (ErrorKind.PORT_EXIT, True)
+                assert pool.opened == {second.name: 1}
+                outcome = await placed.session.run_turn("hi")
+                assert outcome.outcome == "turn_completed"
+            assert pool.opened == {}
     finally:
         lab.stop()
 

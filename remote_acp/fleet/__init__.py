@@ -8,8 +8,9 @@ selection, within each host's capacity. The session core never imports it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .check import check_host, check_hosts, handshake_judgement, host_config_text, host_target
-from .pool import Attempt, HostPool, Placement, rank_hosts
 from .report import (
     EXIT_SOME_NOT_READY,
     EXIT_SOME_UNREACHABLE,
@@ -19,6 +20,9 @@ from .report import (
     exit_status,
     table_rows,
 )
+
+if TYPE_CHECKING:
+    from .pool import Attempt, HostPool, Placement, rank_hosts
 
 __all__ = [
     "EXIT_SOME_NOT_READY",
@@ -38,3 +42,14 @@ __all__ = [
     "rank_hosts",
     "table_rows",
 ]
+
+_POOL = frozenset({"Attempt", "HostPool", "Placement", "rank_hosts"})
+
+
+def __getattr__(name: str) -> object:
+    # The pool imports the session core: only placement needs it, not a check.
+    if name in _POOL:
+        from . import pool
+
+        return getattr(pool, name)
+    raise AttributeError(f"module 'remote_acp.fleet' has no attribute {name!r}")

@@ -257,36 +257,41 @@ async def check_hosts(
     agent_program: str = "",
     on_done: Callable[[HostCheck], None] | None = None,
 ) -> list[HostCheck]:
-    """Check ``hosts``: probe them in parallel (``probe``: the hosts not reused from ``cache``,
-    which keeps the fresh results), then run the handshakes of those found ready, at most
-    ``concurrency`` at once (and per host at most ``settings.max_concurrent_starts`` starting).
-    The result is in the order of ``hosts``; ``on_done`` sees each host as its verdict is known.
+    """Check ``hosts``, at most ``concurrency`` at once: each host is probed (``probe``, unless
+    ``cache`` holds a result fresh enough, which it keeps), then, once its own probe found it
+    ready, handshaken (per host at most ``settings.max_concurrent_starts`` starting). A host's
+    handshake does not wait for the other hosts' probes. The result is in the order of
+    ``hosts``; ``on_done`` sees each host as its verdict is known.
     """
     import anyio
 
-    probes: dict[str, ProbeResult] = {}
-    ages: dict[str, float] = {}
-    if cache is not None:
-        for host in hosts:
-            hit = cache.get(host, agent_program, workspace, max_age_s=max_age_s)
-            if hit is not None:
-                probes[host.name], ages[host.name] = hit, hit.age_s
-    if probe is not None:
-        fresh = await probe([h for h in hosts if h.name not in probes])
-        for result in fresh:
-            probes[result.host.name] = result
-            if cache is not None:
-                with contextlib.suppress(OSError):  # a cache that cannot be written only costs the reuse
-                    cache.put(result, agent_program, workspace)
+    from hostinv.probes.runner import PER_ADDRESS
+
     done: dict[str, HostCheck] = {}
     limiter = anyio.CapacityLimiter(max(1, concurrency))
+    per_address: dict[tuple[str, int | None], anyio.Semaphore] = {}
+
+    async def probed(host: Host) -> tuple[ProbeResult | None, float | None]:
+        if cache is not None:
+            hit = cache.get(host, agent_program, workspace, max_age_s=max_age_s)
+            if hit is not None:
+                return hit, hit.age_s
+        if probe is None:
+            return None, None
+        # Probes of one address (two inventory names for one host) stay below sshd's MaxStartups.
+        same = per_address.setdefault((host.address or host.name, host.port), anyio.Semaphore(PER_ADDRESS))
+        async with same:
+            (result,) = await probe([host])
+        if cache is not None:
+            with contextlib.suppress(OSError):  # a cache that cannot be written only costs the reuse
+                cache.put(result, agent_program, workspace)
+        return result, None
 
     async def one(host: Host) -> None:
         async with limiter:
-            check = await check_host(
-                host, options, workspace, settings=settings, handshake=handshake, probe=probes.get(host.name)
-            )
-        done[host.name] = replace(check, probe_age_s=ages.get(host.name))
+            result, age = await probed(host)
+            check = await check_host(host, options, workspace, settings=settings, handshake=handshake, probe=result)
+        done[host.name] = replace(check, probe_age_s=age)
         if on_done is not None:
             on_done(done[host.name])
 
