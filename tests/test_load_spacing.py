@@ -82,7 +82,8 @@ async def test_a_session_created_by_another_process_is_loaded_after_its_minute(w
     ledger.record(workspace, created, at=datetime(2026, 11, 30, 12, 0, 3, tzinfo=UTC))
     async with open_session(workspace, agent, resume=created, ledger=ledger) as s:
         assert s.info is not None and s.info.obtained == "loaded"
-    assert holds == [(created, pytest.approx(0.3))]
+    [(held_id, held_s)] = holds
+    assert held_id == created and held_s == pytest.approx(0.3)
 
 
 # -- the command --------------------------------------------------------------------------------

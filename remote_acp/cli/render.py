@@ -28,10 +28,10 @@ def json_line(obj: dict[str, Any]) -> str:
 
 def token_note(usage: TokenUsage) -> str:
     """A measured turn's figures for a person: ``tokens: 1234 in, 56 out, 200 cache-read (model)``."""
-    model: str = getattr(usage, "model", "")
-    cache_read: int = getattr(usage, "cache_read_tokens", 0)
-    line = f"tokens: {usage.input_tokens} in, {usage.output_tokens} out, {cache_read} cache-read"
-    return f"{line} ({model})" if model else line
+    return (
+        f"tokens: {usage.input_tokens} in, {usage.output_tokens} out, {usage.cache_read_tokens} cache-read "
+        f"({usage.model})"
+    )
 
 
 class JsonRenderer:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import RemoteAcpError
-from ..events import TokenUsage
+from ..events import TokenLowerBound, TokenUsage
 from ..session.continuation import ORIGINS
 from ..session.core import Session, open_session
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
@@ -73,11 +73,10 @@ class _Tokens:
     def add(self, usage: TokenUsage) -> None:
         self.input += usage.input_tokens
         self.output += usage.output_tokens
-        self.cache_read += getattr(usage, "cache_read_tokens", 0)
+        self.cache_read += usage.cache_read_tokens
         self.total += usage.total_tokens
-        model: str = getattr(usage, "model", "")
-        if model and model not in self.models:
-            self.models.append(model)
+        if usage.model not in self.models:
+            self.models.append(usage.model)
 
     def turn_ended(self, measured: bool) -> None:
         if measured:
@@ -204,12 +203,15 @@ async def _run_turn(
 ) -> dict[str, Any]:
     """Run one turn and return its ``turn_result`` object, also when the turn could not start."""
     measured = False
+    lower: TokenLowerBound | None = None
     try:
         async with session.turn(prompt) as turn:
             async for event in turn:
                 if isinstance(event, TokenUsage):
                     measured = True
                     tokens.add(event)
+                elif isinstance(event, TokenLowerBound):
+                    lower = event
                 await renderer.event(event)
     except RemoteAcpError as exc:
         # In flight already, connection gone, prompt not taken in time: the turn never started,
@@ -220,8 +222,14 @@ async def _run_turn(
     result: dict[str, Any] = turn.result.to_json()
     if result["outcome"] != "turn_not_started":
         tokens.turn_ended(measured)
-        if not measured and getattr(session, "measured", False) and isinstance(renderer, HumanRenderer):
-            await renderer.note("tokens: not measured for this turn (no figure arrived)")
+        if not measured and isinstance(renderer, HumanRenderer):
+            if session.measured:
+                await renderer.note("tokens: not measured for this turn (no figure arrived)")
+            if lower is not None:
+                await renderer.note(
+                    f"the agent says this turn used at least {lower.input_tokens} in, {lower.output_tokens} out "
+                    f"({lower.source}: a lower bound, not measured)"
+                )
     return result
 
 
