@@ -89,9 +89,9 @@ class _Tokens:
         return self.max_tokens is not None and self.measured_turns > 0 and self.total >= self.max_tokens
 
     def ceiling(self) -> str | None:
-        """``None`` without a ceiling; else ``reached``, ``not bounded`` (a turn ran unmeasured),
-        or ``within``."""
-        if self.max_tokens is None:
+        """``None`` without a ceiling or a turn; else ``reached``, ``not bounded`` (a turn ran
+        unmeasured), or ``within``."""
+        if self.max_tokens is None or self.measured_turns + self.unmeasured_turns == 0:
             return None
         if self.reached:
             return "reached"
