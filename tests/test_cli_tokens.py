@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .test_cli import AGENT, cli, json_lines
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-UNMEASURED_TWO_TURNS = {
+UNMEASURED_TWO_TURNS: dict[str, Any] = {
     "measured_turns": 0,
     "unmeasured_turns": 2,
     "input_tokens": None,
@@ -22,6 +22,13 @@ UNMEASURED_TWO_TURNS = {
     "total_tokens": None,
     "models": [],
 }
+
+
+def tokens_of(done_stdout: str) -> dict[str, Any]:
+    """The ``tokens`` object of a run's closing ``run_result`` line."""
+    tokens = json_lines(done_stdout)[-1]["tokens"]
+    assert isinstance(tokens, dict)
+    return tokens
 
 
 def prompts_sent(record: Path) -> list[str]:
@@ -67,9 +74,9 @@ def test_the_workflows_max_tokens_is_the_ceiling_and_the_flag_wins(workspace: st
     workflow.write_text(f"agent:\n  command: {AGENT}\n  max_tokens: 500\n")
     from_file = cli("run", "--json", "--config", str(workflow), "--workspace", workspace, "hi")
     assert from_file.returncode == 0, from_file.stderr
-    assert json_lines(from_file.stdout)[-1]["tokens"]["max_tokens"] == 500
+    assert tokens_of(from_file.stdout)["max_tokens"] == 500
     flag = cli("run", "--json", "--config", str(workflow), "--workspace", workspace, "--max-tokens", "7", "hi")
-    assert json_lines(flag.stdout)[-1]["tokens"]["max_tokens"] == 7
+    assert tokens_of(flag.stdout)["max_tokens"] == 7
 
 
 def test_a_ceiling_below_one_is_a_usage_error(workspace: str) -> None:
@@ -81,11 +88,8 @@ def test_a_run_that_never_started_counts_no_turn(tmp_path: Path) -> None:
     done = cli("run", "--json", "--agent", AGENT, "--workspace", str(tmp_path / "missing"), "--max-tokens", "5", "hi")
     final = json_lines(done.stdout)[-1]
     assert final["outcome"] == "start_failed"
-    assert (final["tokens"]["measured_turns"], final["tokens"]["unmeasured_turns"]) == (0, 0)
-    assert (final["tokens"]["total_tokens"], final["tokens"]["max_tokens"], final["tokens"]["ceiling"]) == (
-        None,
-        5,
-        None,
-    )
+    tokens = tokens_of(done.stdout)
+    assert (tokens["measured_turns"], tokens["unmeasured_turns"]) == (0, 0)
+    assert (tokens["total_tokens"], tokens["max_tokens"], tokens["ceiling"]) == (None, 5, None)
     text = cli("run", "--agent", AGENT, "--workspace", str(tmp_path / "missing"), "hi")
     assert "tokens" not in text.stderr  # no turn ran: nothing was or was not measured
