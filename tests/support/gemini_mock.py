@@ -23,7 +23,8 @@ gemini-cli 0.61.0 makes two calls per turn under its default ``auto`` model rout
     (a queue; :attr:`GeminiMock.default_usage` once it is empty).
 
 A main call whose last user text contains :attr:`GeminiMock.hold_word` is held until
-:meth:`GeminiMock.release` (or the client goes away), for a turn cancelled mid-call. ``countTokens``
+:meth:`GeminiMock.release` (or the client goes away), for a turn cancelled mid-call; it is answered
+with :attr:`GeminiMock.default_usage`, leaving the queue to the calls that follow. ``countTokens``
 is answered from the text length; nothing else is called offline.
 """
 
@@ -194,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
                 while not mock._released.wait(0.2):
                     if self._client_gone():
                         return
-                usage = mock._next_usage()
+                usage = mock.default_usage  # a held call never takes a queued usage
             else:
                 usage = mock._next_usage()
                 mock._record(Call(path, model, "main", body, usage))
