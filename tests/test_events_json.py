@@ -17,6 +17,7 @@ from remote_acp.events import (
     Notification,
     OtherMessage,
     SessionStarted,
+    TokenLowerBound,
     TokenUsage,
     ToolResult,
     TurnCancelled,
@@ -110,17 +111,34 @@ def test_notification_json_matches_the_documented_example() -> None:
             id="tool_result",
         ),
         pytest.param(
-            TokenUsage(**BASE, input_tokens=10, output_tokens=5, total_tokens=15),
+            TokenUsage(
+                **BASE, model="gemini-3.8-flash", input_tokens=10, output_tokens=5, cache_read_tokens=2, total_tokens=15
+            ),
             {
                 "type": "token_usage",
                 "timestamp": TS_TEXT,
                 "pid": 4242,
                 "session_id": "sess-1",
+                "model": "gemini-3.8-flash",
                 "input_tokens": 10,
                 "output_tokens": 5,
+                "cache_read_tokens": 2,
                 "total_tokens": 15,
             },
             id="token_usage",
+        ),
+        pytest.param(
+            TokenLowerBound(**BASE, input_tokens=10, output_tokens=5, source="_meta.quota.token_count"),
+            {
+                "type": "token_lower_bound",
+                "timestamp": TS_TEXT,
+                "pid": 4242,
+                "session_id": "sess-1",
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "source": "_meta.quota.token_count",
+            },
+            id="token_lower_bound",
         ),
         pytest.param(
             Malformed(timestamp=TS, pid=None, session_id=None, message="the line is not valid JSON", detail="{x"),
