@@ -125,5 +125,6 @@ def test_a_session_continued_by_another_process_in_its_creation_minute_keeps_its
     assert last.last_user_text.endswith("Which word did I ask you to remember?")
     assert second.stdout == "Hello from the mock Gemini.\n"
     assert f"remote-acp: tokens: 321 in, 12 out, 100 cache-read ({MODEL})" in notes
+    assert "remote-acp: tokens this run: 321 in, 12 out, 100 cache-read, 333 total" in notes
     latest = sessions(env, workspace)[0]
     assert (latest["session_id"], latest["obtained"], latest["created"]) == (saved, "loaded", record["created"])

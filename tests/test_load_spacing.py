@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -166,6 +167,36 @@ def test_two_runs_recording_at_once_both_keep_their_creation_time(workspace: str
     records = {r.session_id: r for r in history().records()}
     assert sorted(records) == ["left", "right"]
     assert all(r.created_at() is not None for r in records.values())
+
+
+WRITER = """
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from remote_acp.cli.history import SessionHistory, SessionRecord
+history, writer = SessionHistory(Path(sys.argv[1])), int(sys.argv[2])
+base = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+for i in range(int(sys.argv[3])):
+    created = (base + timedelta(seconds=writer, microseconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    history.add(SessionRecord(f"{writer}-{i}", "a", "local", "/w", "t", "turn_completed", created=created))
+"""
+
+
+def test_creation_times_appended_by_many_processes_at_once_are_all_kept(tmp_path: Path) -> None:
+    writers, each = 6, 40
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(w), str(each)], stderr=subprocess.PIPE)
+        for w in range(writers)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * writers, errors
+    history = SessionHistory(tmp_path)
+    base = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    kept = {r.session_id: r.created_at() for r in history.records()}
+    assert len(history.path.read_text().splitlines()) == writers * each  # no torn or lost line
+    assert kept == {
+        f"{w}-{i}": base + timedelta(seconds=w, microseconds=i) for w in range(writers) for i in range(each)
+    }
 
 
 def test_records_without_a_creation_time_still_read_and_hold_nothing(workspace: str, tmp_path: Path) -> None:
