@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +12,18 @@ from integration.sshlab import SshLab
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+
+@pytest.fixture(scope="module")
+def homes() -> Iterator[Path]:
+    """Where throwaway users' homes go (integration/users.py): a directory every user can traverse,
+    which a pytest tmp_path (root's, mode 0700) is not."""
+    base = Path(tempfile.mkdtemp(prefix="ra-homes-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

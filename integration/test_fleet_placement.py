@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,16 +51,6 @@ if [ "$1" = --crash-once ] && mkdir "$HOME/crashed" 2>/dev/null; then
 fi
 exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
 """
-
-
-@pytest.fixture(scope="module")
-def homes() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="ra-homes-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -11,10 +11,7 @@ ssh commands) or only on the login PATH (``~/.profile``).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,22 +23,13 @@ from integration.users import SHELLS, User, throwaway_user
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 
 AGENT = "fake-agent"
 AGENT_SCRIPT = '#!/bin/sh\n[ "$1" = --version ] && echo "fake-agent 1.2.3"\n'
 WORKSPACE = "work"
-
-
-@pytest.fixture(scope="module")
-def homes() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="ra-homes-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

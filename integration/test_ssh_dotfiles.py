@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,8 +22,6 @@ from remote_acp.targets.ssh_argv import ready_bound_ms
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from integration.sshlab import SshLab
 
 pytestmark = pytest.mark.anyio
@@ -33,16 +30,6 @@ SSH_BOUNDS = {"read_timeout_ms": 10_000, "initialize_floor_ms": 20_000, "stop_gr
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = shutil.which("python3", path="/usr/bin:/bin")  # the suite's own is under root's home
 READY_HINT = "login script (.bashrc, .profile, config.fish...) that reads standard input"
-
-
-@pytest.fixture(scope="module")
-def homes() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="ra-homes-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

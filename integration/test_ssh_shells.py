@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,6 @@ from remote_acp.targets.ssh import SshSettings, SshTarget
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from integration.sshlab import SshLab
 
 pytestmark = pytest.mark.anyio
@@ -77,17 +74,6 @@ def carried(pwned: Path) -> dict[str, str]:
         "RA_T_LINES": "one\ntwo\n",
         "RA_T_BANG": "!! !$ {a,b}",
     }
-
-
-@pytest.fixture(scope="module")
-def homes() -> Iterator[Path]:
-    """Where throwaway users' homes go: a directory every user can traverse."""
-    base = Path(tempfile.mkdtemp(prefix="ra-homes-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def options(command: list[str] | str, **overrides: object) -> SessionOptions:

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 KEYS = [
     "type", "host", "destination", "verdict", "ready", "message", "fix", "error_kind", "retryable",
     "latency_ms", "probe_age_s", "handshake", "os", "arch", "kernel", "cores", "load",
-    "mem_available_kib", "disk_free_kib", "capacity", "slots_held", "agent_path", "agent_name", "agent_version", "auth_required",
+    "mem_available_kib", "disk_free_kib", "capacity", "slots_held", "agent_path", "agent_name", "agent_version",
+    "auth_required",
 ]  # fmt: skip
 REPORT = ProbeReport(
     os="Linux",
