@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["gemini_installed", "gemini_mock"]  # fixtures, registered by import
 
 pytestmark = pytest.mark.usefixtures("gemini_installed")
+SLOW = pytest.mark.timeout(150)  # each run starts gemini (about 4 s) and waits for its telemetry
 
 # A pinned model: one model call per turn (no routing classifier), so a turn's figures are the
 # mock's usageMetadata for that call.
@@ -51,6 +52,7 @@ def sessions(env: dict[str, str], workspace: str) -> list[dict[str, Any]]:
     return json_lines(done.stdout)
 
 
+@SLOW
 def test_a_measured_run_reports_each_turn_and_the_run_total(
     gemini_mock: GeminiMock, tmp_path: Path, workspace: str
 ) -> None:
@@ -79,6 +81,7 @@ def test_a_measured_run_reports_each_turn_and_the_run_total(
     }
 
 
+@SLOW
 def test_a_measured_run_that_reaches_max_tokens_sends_no_further_prompt(
     gemini_mock: GeminiMock, tmp_path: Path, workspace: str
 ) -> None:
@@ -95,6 +98,7 @@ def test_a_measured_run_that_reaches_max_tokens_sends_no_further_prompt(
     assert (record["outcome"], record["error_kind"]) == ("token_ceiling_reached", "turn_token_limit")
 
 
+@pytest.mark.timeout(240)  # up to 40 s before the first run, then most of a minute waited out
 def test_a_session_continued_by_another_process_in_its_creation_minute_keeps_its_history(
     gemini_mock: GeminiMock, tmp_path: Path, workspace: str
 ) -> None:
@@ -123,7 +127,9 @@ def test_a_session_continued_by_another_process_in_its_creation_minute_keeps_its
     last = gemini_mock.calls("main")[-1]
     assert "heliotrope" in json.dumps(last.body["contents"])
     assert last.last_user_text.endswith("Which word did I ask you to remember?")
-    assert second.stdout == "Hello from the mock Gemini.\n"
+    # The live reply ends stdout. (Gemini CLI may send the replayed reply after its answer to the
+    # load, where it is not yet told from live output, so the whole of stdout is not compared.)
+    assert second.stdout.endswith("Hello from the mock Gemini.\n")
     assert f"remote-acp: tokens: 321 in, 12 out, 100 cache-read ({MODEL})" in notes
     assert "remote-acp: tokens this run: 321 in, 12 out, 100 cache-read, 333 total" in notes
     latest = sessions(env, workspace)[0]
