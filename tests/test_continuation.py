@@ -81,8 +81,16 @@ async def test_load_confirmed_by_replay(workspace: str, state: Path, tmp_path: P
 async def test_load_replayed_after_its_answer_is_still_confirmed(workspace: str, state: Path) -> None:
     saved = await saved_session(workspace, state)
     agent = scripted("--state-dir", str(state), "--advertise", "load", "--load-replay", "after")
+    events: list[Event] = []
     async with open_session(workspace, fast_options(agent), resume=saved, ledger=FRESH) as s:
         assert s.info is not None and s.info.obtained == "loaded"
+        assert (await s.run_turn("third", events.append)).ok
+    # The whole replay is history, the part that trailed the confirming chunk included; only the
+    # reply to the prompt is live.
+    replayed = [e.message for e in events if isinstance(e, Notification) and e.replayed and e.delta is None]
+    live = [e.message for e in events if isinstance(e, Notification) and not e.replayed and e.delta is None]
+    assert replayed == ["first words", "second words"]
+    assert live[-1] == "third" and "first words" not in live and "second words" not in live
 
 
 async def test_load_without_replay_falls_back_to_a_new_session(workspace: str, state: Path) -> None:

@@ -192,10 +192,16 @@ async def _load(
     read_timeout_ms: int,
     control_code: int | None,
 ) -> str | None:
-    """Load and wait for replay evidence; the reason it failed, or ``None`` when confirmed."""
+    """Load and wait for replay evidence; the reason it failed, or ``None`` when confirmed.
+
+    A confirmed load leaves the normalizer replaying: a runtime may send the rest of its replay
+    after its answer (Gemini CLI does), and those chunks are history, not the first turn's reply.
+    The session core stops replaying when it sends the first prompt.
+    """
     normalizer.session_id = resume_id  # the replay names the loaded session
     normalizer.replaying = True
     normalizer.replay_chunks = 0
+    confirmed = False
     try:
         params = load_params(resume_id, cwd, hs.mcp_servers)
         response = await hs.request("session/load", params, read_timeout_ms)
@@ -208,9 +214,11 @@ async def _load(
                 await activity().wait()
         if normalizer.replay_chunks == 0:
             return "session/load answered but replayed no message"
+        confirmed = True
         return None
     finally:
-        normalizer.replaying = False
+        if not confirmed:
+            normalizer.replaying = False
 
 
 def _judge(response: Response | None, method: str, control_code: int | None, normalizer: Normalizer) -> str | None:

@@ -390,6 +390,8 @@ class Session:
             machine.tick(time.monotonic())
             self._settle(machine)
             return machine
+        # What arrives from now on answers this prompt; a loaded session's replay is over.
+        self._normalizer.replaying = False
         prompt = conn.call("session/prompt", prompt_params(self.session_id, text))
         self._inbox.prompt = prompt
         prompt.on_done = lambda: self._on_prompt_done(machine)
