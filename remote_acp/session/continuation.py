@@ -51,6 +51,8 @@ ERROR_TEXT_CAP: Final = 300
 
 NEGATIVE_CONTROL: Final = "_remote-acp/probe/unimplemented"
 _RETENTION = timedelta(minutes=2)
+REPLAY_QUIET_S: Final = 0.25
+"""How long a confirmed load's replay must pause to count as over."""
 _NO_SESSION_YET: Final = "\x00no session yet"  # an id no agent sends: everything reads as foreign
 
 Obtained = Literal["new", "loaded", "resumed", "fell back"]
@@ -194,9 +196,11 @@ async def _load(
 ) -> str | None:
     """Load and wait for replay evidence; the reason it failed, or ``None`` when confirmed.
 
-    A confirmed load leaves the normalizer replaying: a runtime may send the rest of its replay
-    after its answer (Gemini CLI does), and those chunks are history, not the first turn's reply.
-    The session core stops replaying when it sends the first prompt.
+    A runtime that replays after its answer (Gemini CLI, sometimes) may still be replaying when
+    the first chunk confirms the load: so the load waits until the replay pauses for
+    :data:`REPLAY_QUIET_S` (within ``read_timeout_ms``), so the whole replay is history and none of
+    it is read as the first turn's reply. A confirmed load leaves the normalizer replaying; the
+    session core stops that when it sends the first prompt.
     """
     normalizer.session_id = resume_id  # the replay names the loaded session
     normalizer.replaying = True
@@ -214,11 +218,25 @@ async def _load(
                 await activity().wait()
         if normalizer.replay_chunks == 0:
             return "session/load answered but replayed no message"
+        # Which chunks came before the answer cannot be told from here (one read may hold the
+        # answer and part of the replay), so every confirmed load waits for the pause.
+        await _replay_pause(normalizer, activity, deadline)
         confirmed = True
         return None
     finally:
         if not confirmed:
             normalizer.replaying = False
+
+
+async def _replay_pause(normalizer: Normalizer, activity: Callable[[], anyio.Event], deadline: float) -> None:
+    """Wait until no replay chunk arrived for :data:`REPLAY_QUIET_S`, or ``deadline``."""
+    while (left := deadline - time.monotonic()) > 0:
+        seen = normalizer.replay_chunks
+        with anyio.move_on_after(min(REPLAY_QUIET_S, left)):
+            while normalizer.replay_chunks == seen:
+                await activity().wait()
+        if normalizer.replay_chunks == seen:
+            return
 
 
 def _judge(response: Response | None, method: str, control_code: int | None, normalizer: Normalizer) -> str | None:
