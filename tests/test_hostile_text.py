@@ -28,6 +28,7 @@ from remote_acp.cli.logging_setup import TextFormatter
 from remote_acp.masking import MASK
 from remote_acp.protocol.normalize import MALFORMED_BURST, TOOL_CALL_ID_BOUND
 from remote_acp.protocol.wire import SESSION_ID_BOUND
+from remote_acp.session.continuation import OriginLedger
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:
@@ -104,7 +105,9 @@ async def test_failed_continuation_notice_masks_the_runtimes_words(workspace: st
     async with open_session(workspace, fast_options(scripted(*args)), TARGET) as session:
         saved = session.session_id
     events: list[Event] = []
-    async with open_session(workspace, fast_options(scripted(*args)), TARGET, resume=saved) as session:
+    # A ledger that never saw the session: this test is about the notice, not the load spacing.
+    fresh = OriginLedger()
+    async with open_session(workspace, fast_options(scripted(*args)), TARGET, resume=saved, ledger=fresh) as session:
         assert session.info is not None and session.info.obtained == "fell back"
         result = await session.run_turn("hello", events.append)
     notices = [e.message for e in events if isinstance(e, Notification) and "could not continue" in e.message]
