@@ -172,16 +172,18 @@ def _node_version() -> str:
 
 
 def ensure_bytecode() -> str:
-    """Compile the package's bytecode, as ``pip install`` does, so no contender compiles sources.
+    """Compile the packages' bytecode (``remote_acp`` and ``hostinv``), as ``pip install`` does, so
+    no contender compiles sources.
 
     An editable install with ``PYTHONDONTWRITEBYTECODE`` set would otherwise recompile every
     module of ours (and of the scriptable agent) on every start: tens of milliseconds that a user's
     installed copy never pays.
     """
-    ok = compileall.compile_dir(str(REPO / "remote_acp"), quiet=1)
+    results = [compileall.compile_dir(str(REPO / package), quiet=1) for package in ("remote_acp", "hostinv")]
+    ok = all(results)  # both compiled, even when the first had errors
     state = "compiled" if ok else "compiled with errors (modules that failed run from source)"
     flag = " (PYTHONDONTWRITEBYTECODE is set: nothing else writes it)" if sys.dont_write_bytecode else ""
-    return f"bytecode of remote_acp/: {state}{flag}"
+    return f"bytecode of remote_acp/ and hostinv/: {state}{flag}"
 
 
 # --------------------------------------------------------------------------- processes
