@@ -114,6 +114,23 @@ async def test_secrets_of_env_and_headers_never_reach_a_log_line(
         assert secret not in logged
 
 
+async def test_a_server_secret_on_the_agents_stderr_is_masked_in_the_start_error_and_the_log(
+    workspace: str, config: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tool servers are the agent's children and share its stderr: an agent that dies starting
+    with a server's token on stderr leaves it neither in the error nor in the stderr log lines."""
+    agent = scripted("--crash-at", "new", "--stderr", f"bad token {TOKEN} and {HEADER}")
+    with caplog.at_level(logging.DEBUG, logger="remote_acp"), pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options(agent, mcp_config=config)):
+            pass
+    said = str(info.value) + info.value.detail
+    assert "bad token ***" in said
+    assert any("agent stderr: bad token ***" in r.getMessage() for r in caplog.records)
+    logged = said + caplog.text + "".join(str(vars(r)) for r in caplog.records)
+    for secret in (TOKEN, HEADER, "session-header"):
+        assert secret not in logged
+
+
 async def test_a_broken_file_fails_before_the_agent_is_launched(workspace: str, tmp_path: Path) -> None:
     pid_file = tmp_path / "agent.pid"
     broken = tmp_path / "broken.json"

@@ -243,6 +243,9 @@ class Session:
         spec = await self._target.prepare(options.command, self._workspace)
         # Every value known to be secret is masked in all this session lets out, logs included.
         secrets = self._secrets = (*spec.secrets, *tools.secrets)
+        # The stderr tail masks with the spec's secrets: the tool servers' (the agent's children,
+        # sharing its stderr) are among them.
+        spec = dataclasses.replace(spec, secrets=tuple(sorted(set(secrets), key=len, reverse=True)))
         masking.register(secrets)
         self._normalizer.secrets = secrets
         files = file_access(options, remote=self._target.remote)
@@ -709,6 +712,7 @@ async def start_session(
     except BaseException as exc:
         await session._teardown()
         if session._process is not None and isinstance(exc, RemoteAcpError):
+            # The tail was masked as it was kept (teardown has unregistered the secrets since).
             for line in session._process.stderr_tail.lines():
                 session.log.warning("agent stderr: %s", line)
         raise
