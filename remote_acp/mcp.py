@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -91,16 +90,17 @@ def load_mcp_config(path: str | os.PathLike[str]) -> tuple[McpServer, ...]:
         read, is not a regular file, is not JSON, or does not have the shape (the message names
         the server and key, never a value).
     """
+    from .local_files import NotRegularFileError, TooLargeError, read_small_file
+
     shown = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise _fail(f"{shown} is not a regular file")
-            data = f.read(MAX_CONFIG_BYTES + 1)
+        data = read_small_file(path, MAX_CONFIG_BYTES)
+    except NotRegularFileError:
+        raise _fail(f"{shown} is not a regular file") from None
+    except TooLargeError:
+        raise _fail(f"{shown} is larger than {MAX_CONFIG_BYTES} bytes") from None
     except OSError as exc:
         raise _fail(f"cannot read {shown}: {exc.strerror or type(exc).__name__}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise _fail(f"{shown} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -183,3 +183,11 @@ def test_version_and_a_plain_start_load_no_configuration_machinery() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_fifo_is_refused_unread_rather_than_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "WORKFLOW.md"
+    os.mkfifo(fifo)  # nobody writes: reading it would wait forever
+    done = cli("validate", str(fifo))
+    assert done.returncode == 1, done.stderr
+    assert "file.unreadable" in done.stdout and "cannot be read: not a regular file" in done.stdout

@@ -37,14 +37,25 @@ class ConfigError(ValueError):
         super().__init__("\n".join(f.text for f in checked.errors))
 
 
+MAX_WORKFLOW_BYTES = 1 << 20
+"""A workflow is a page of YAML and a prompt; a larger file is refused unread."""
+
+
 def check_file(path: str | os.PathLike[str]) -> Checked:
     """The findings of the workflow file at ``path`` (a file that cannot be read is one error)."""
+    from ..local_files import NotRegularFileError, TooLargeError, read_small_file
+
     source = os.fspath(path)
     try:
-        with open(source, encoding="utf-8") as file:
-            text = file.read()
+        # Newlines as text mode reads them (\r\n and \r are \n), so lines count alike.
+        text = read_small_file(source, MAX_WORKFLOW_BYTES).decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        if isinstance(exc, NotRegularFileError):
+            why = "not a regular file"
+        elif isinstance(exc, TooLargeError):
+            why = f"larger than {MAX_WORKFLOW_BYTES} bytes"
+        else:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         return Checked(source, None, (Finding("file.unreadable", "error", "", f"cannot be read: {why}", None, source),))
     return check_text(text, source, markdown=source.lower().endswith(_MARKDOWN))
 
