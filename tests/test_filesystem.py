@@ -53,6 +53,7 @@ def test_jail_gives_the_components_below_the_workspace() -> None:
         ("src/main.py", "not absolute"),
         ("/work/ws", "the workspace itself"),
         ("/work/ws/a\0b", "NUL"),
+        ("/work/ws/\ud800", "not a file name this system can encode"),
     ],
 )
 def test_jail_refuses(path: str, reason: str) -> None:

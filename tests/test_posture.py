@@ -112,6 +112,17 @@ async def test_every_escape_is_refused_with_an_error_and_a_notice(workspace: str
             assert not any("top secret" in m for m in said)
 
 
+async def test_a_path_no_file_can_have_is_refused_and_the_session_goes_on(workspace: str, files: Path) -> None:
+    """A lone surrogate survives JSON but no file name: refused as a request, never a crash."""
+    path = f"{files}/\ud800"
+    async with open_session(workspace, fast_options(scripted(), fs_read=True)) as session:
+        said, notices, _ = await turn(session, f"@read={path} done")
+        assert any("read error -32602: the path is not a file name this system can encode" in m for m in said)
+        assert len(notices) == 1
+        said, _, _ = await turn(session, f"@read={files / 'notes.txt'} done")
+        assert "read: alpha\nbeta\ngamma\n" in said
+
+
 async def test_write_is_off_unless_asked(workspace: str, files: Path) -> None:
     target = files / "new.txt"
     async with open_session(workspace, fast_options(scripted(), fs_read=True)) as session:

@@ -173,11 +173,15 @@ def jail(roots: tuple[str, ...], path: str) -> tuple[str, tuple[str, ...]]:
     ``roots`` are absolute spellings of the workspace (as given, and resolved); a path under
     any of them is accepted for the walk, which then refuses links on the way.
 
-    :raises Refused: a NUL, a relative path, a ``..`` component, a path outside every root,
-        or the workspace itself.
+    :raises Refused: a NUL or a name no file can have (a lone surrogate), a relative path, a
+        ``..`` component, a path outside every root, or the workspace itself.
     """
     if "\0" in path:
         raise Refused(REFUSED, "the path contains a NUL character")
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:  # a lone surrogate: no file can have this name
+        raise Refused(REFUSED, "the path is not a file name this system can encode") from None
     if not path.startswith("/"):
         raise Refused(REFUSED, "the path is not absolute")
     parts = _parts(path)
@@ -388,6 +392,8 @@ class FileServer:
             refused = Refused(INTERNAL_ERROR, f"the file could not be served: {exc.strerror or exc}", notice=False)
         except Refused as exc:
             refused = exc
+        except ValueError as exc:  # anything else the request's text makes the OS layer refuse
+            refused = Refused(REFUSED, f"the request cannot be served: {type(exc).__name__}")
         else:
             return FileOutcome(result=result, path=shown)
         return FileOutcome(
