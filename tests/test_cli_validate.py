@@ -191,3 +191,24 @@ def test_a_fifo_is_refused_unread_rather_than_waited_on(tmp_path: Path) -> None:
     done = cli("validate", str(fifo))
     assert done.returncode == 1, done.stderr
     assert "file.unreadable" in done.stdout and "cannot be read: not a regular file" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            "agent:\n  command: a\nwhen: 2024-13-45\n",
+            "a value YAML cannot construct: ValueError: month must be in 1..12",
+        ),
+        ("agent: " + "[" * 5000 + "]" * 5000 + "\n", "the document nests too deeply"),
+    ],
+)
+def test_yaml_that_the_constructors_refuse_is_a_syntax_finding_not_a_traceback(
+    text: str, reason: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    done = cli("validate", str(path))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "[yaml.syntax]" in done.stdout and reason in done.stdout

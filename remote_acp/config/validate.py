@@ -157,6 +157,13 @@ def check_text(text: str, source: str, *, markdown: bool = False) -> Checked:
         return Checked(source, None, (Finding("yaml.syntax", "error", "", reason, line, source),), prompt)
     except yaml.YAMLError as exc:  # no mark: a reader error (a control character, say)
         return Checked(source, None, (Finding("yaml.syntax", "error", "", str(exc), None, source),), prompt)
+    except (ValueError, OverflowError, RecursionError) as exc:
+        # Raised by the constructors, not the parser: a date like 2024-13-45, or nesting deeper
+        # than the interpreter's stack.
+        reason = f"a value YAML cannot construct: {type(exc).__name__}: {str(exc)[:200]}"
+        if isinstance(exc, RecursionError):
+            reason = "the document nests too deeply"
+        return Checked(source, None, (Finding("yaml.syntax", "error", "", reason, None, source),), prompt)
     if data is None:
         data = {}
     if not isinstance(data, dict):
