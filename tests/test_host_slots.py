@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,6 +151,32 @@ def test_a_slot_directory_that_is_a_link_is_refused(prefix: str, holders: list[H
     assert code == EXIT_NO_SLOTS
     assert err == f"{SLOTS_MARK} {prefix}{os.getuid()}\n"
     assert not list(elsewhere.iterdir())
+
+
+def probed(prefix: str) -> ProbeReport:
+    script = probe_script("sh", "/", slot_prefix=prefix)
+    done = subprocess.run(["/bin/sh", "-s"], input=script.encode(), capture_output=True, timeout=TIMEOUT_S, check=True)
+    return parse_report(done.stdout.decode())
+
+
+def test_a_slot_directory_no_session_can_use_makes_the_host_at_capacity(prefix: str, tmp_path: Path) -> None:
+    """A link (or another user's directory) where the slots go: every start there would be
+    refused, so the probe says so before a placement picks the host."""
+    slots = Path(f"{prefix}{os.getuid()}")
+    slots.symlink_to(tmp_path)
+    report = probed(prefix)
+    assert report.slots_unusable and report.slot_dir == str(slots) and report.slots_held is None
+    ready = replace(report, workspace="dir", workspace_writable=True, agent_found=True, agent_path="/bin/q")
+    judged = judge_report(ready, "q", "/w", capacity=4)
+    assert judged.verdict is Verdict.AT_CAPACITY and str(slots) in judged.message
+    assert judged.fix == f"remove {slots} on the host (its owner or root can)"
+    slots.unlink()
+    slots.mkdir(mode=0o700)
+    os.chown(slots, 65534, 65534)  # nobody's
+    assert probed(prefix).slots_unusable
+    slots.rmdir()
+    slots.mkdir(mode=0o700)
+    assert not probed(prefix).slots_unusable and probed(prefix).slots_held == 0
 
 
 def test_the_probe_counts_nothing_where_no_session_ever_ran(prefix: str) -> None:

@@ -235,12 +235,18 @@ else
 fi
 
 # Agent slots held (see probe_script's slot_prefix): the slot files' inodes among the flock
-# locks /proc/locks lists. Read only: a probe takes no lock and creates no directory.
+# locks /proc/locks lists. Read only: a probe takes no lock and creates no directory. A slot
+# directory that is a link, not a directory, or someone else's is unusable: no session can
+# take a slot there (the session script refuses it).
 if [ -n "$_hp_slotp" ]; then
   _hp_v=$(id -u 2>/dev/null) || _hp_v=
   _hp_sd=$_hp_slotp$_hp_v
   if ! _hp_int "$_hp_v"; then _hp_unavailable slots
+  elif [ -h "$_hp_sd" ] || { [ -e "$_hp_sd" ] && [ ! -d "$_hp_sd" ]; }; then
+    _hp_put slots unusable; _hp_put slot_dir "$_hp_sd"
   elif [ ! -d "$_hp_sd" ]; then _hp_put slots_held 0
+  elif [ "$(ls -ldn -- "$_hp_sd" 2>/dev/null | awk '{ print $3 }')" != "$_hp_v" ]; then
+    _hp_put slots unusable; _hp_put slot_dir "$_hp_sd"
   elif [ -r /proc/locks ]; then
     _hp_v=$( { ls -i -- "$_hp_sd" 2>/dev/null | sed 's/^/i /'; sed 's/^/l /' /proc/locks; } | awk '
       $1 == "i" && $3 ~ /^slot-[0-9]+$/ { ino[$2] = 1 }

@@ -89,7 +89,9 @@ class ProbeReport:
     non-empty line it printed, stdout and stderr together (an error message when it failed).
     ``unavailable``: the fields the host had no tool or file for, as it named them.
     ``slots_held``: agent slots that running sessions hold on the host (``None``: not asked, or
-    the host cannot tell: no ``/proc/locks``). ``garbage_lines``: lines inside the report that
+    the host cannot tell: no ``/proc/locks``); ``slots_unusable``: the slot directory is a link,
+    not a directory, or another user's, so no session can take a slot (``slot_dir`` names it).
+    ``garbage_lines``: lines inside the report that
     were not ``key=value`` with a valid key; ``invalid``: keys whose value did not read (the field is ``None``).
     """
 
@@ -116,6 +118,8 @@ class ProbeReport:
     login_dir: str | None = None
     login_path: str | None = None
     slots_held: int | None = None
+    slots_unusable: bool = False
+    slot_dir: str | None = None
     unavailable: tuple[str, ...] = ()
     garbage_lines: int = 0
     invalid: tuple[str, ...] = field(default=())
@@ -156,10 +160,11 @@ _ENUMS: Final[dict[str, frozenset[str]]] = {
     "workspace_writable": frozenset({"yes", "no"}),
     "agent": frozenset({"found", "missing"}),
     "login": frozenset({"found", "missing", "timeout", "failed", "no_shell", "skipped"}),
+    "slots": frozenset({"unusable"}),
 }
 _TEXT: Final = frozenset(
     {"os", "arch", "kernel", "cores_from", "load_from", "path", "shell", "agent_path", "agent_version"}
-    | {"login_dir", "login_path"}
+    | {"login_dir", "login_path", "slot_dir"}
 )
 _INTS: Final = frozenset({"cores", "mem_total_kib", "mem_available_kib", "disk_free_kib", "slots_held"})
 
@@ -207,6 +212,8 @@ def _report(values: dict[str, object], garbage: int, invalid: list[str]) -> Prob
             changes["agent_found"] = value == "found"
         elif key == "workspace_writable":
             changes[key] = value == "yes"
+        elif key == "slots":
+            changes["slots_unusable"] = value == "unusable"
         elif key == "agent_run":
             changes["agent_timed_out"] = value == "timeout"
             changes["agent_exit"] = value if isinstance(value, int) else None

@@ -214,6 +214,13 @@ def judge_report(report: ProbeReport, agent: str, workspace: str = "", *, capaci
             return first
         others = "; ".join(f"{p.verdict}: {p.message}" for p in problems[1:])
         return Judgement(first.verdict, f"{first.message} (also {others})", first.fix)
+    if capacity is not None and report.slots_unusable:
+        return Judgement(
+            Verdict.AT_CAPACITY,
+            f"its agent slots directory {report.slot_dir or ''} is a link, not a directory, or another user's: "
+            "no session can take a slot",
+            f"remove {report.slot_dir or 'the slots directory'} on the host (its owner or root can)",
+        )
     held = report.slots_held
     if capacity is not None and held is not None and held >= capacity:
         return Judgement(
