@@ -291,3 +291,16 @@ def test_the_slot_tools_are_checked_before_anything_runs(tmp_path: Path) -> None
     assert done.returncode == 96, done.stderr
     assert done.stderr.decode().endswith("needs: flock\n")
     assert sys.platform != "linux" or not Path(f"{tmp_path}/s-{os.getuid()}").exists()
+
+
+@pytest.mark.anyio
+async def test_a_pool_refuses_an_agent_command_that_does_not_read_as_words() -> None:
+    from remote_acp import RemoteAcpError, SessionOptions
+    from remote_acp.fleet import HostPool
+
+    pool = HostPool([Host(name="build-1")])
+    with pytest.raises(RemoteAcpError) as info:
+        async with pool.session("/w", SessionOptions(command="qwen 'x")):
+            pass
+    assert info.value.kind is ErrorKind.AGENT_NOT_FOUND
+    assert info.value.message == "the agent command does not read as words: No closing quotation"

@@ -221,7 +221,10 @@ def _all_failed(failed: list[Attempt]) -> RemoteAcpError:
 
 def _program(command: str | Sequence[str]) -> str:
     """The agent program (what a probe looks for): the command's first word."""
-    words = shlex.split(command) if isinstance(command, str) else list(command)
+    try:
+        words = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError as exc:  # an unbalanced quote
+        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the agent command does not read as words: {exc}") from None
     if not words:
         raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only")
     return words[0]
