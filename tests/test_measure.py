@@ -82,6 +82,25 @@ def test_a_turn_figure_counts_every_call_and_names_the_main_model() -> None:
     assert sum_records([]) is None
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "link to a file"])
+def test_a_telemetry_file_swapped_for_a_fifo_or_a_link_is_never_read(kind: str, tmp_path: Path) -> None:
+    """The runtime owns the file: what it puts in its place never hangs or floods the reader."""
+    armed = GeminiSource().arm()
+    try:
+        path = armed.directory / "telemetry.log"
+        if kind == "fifo":
+            os.mkfifo(path)  # no writer: a blocking open would never return
+        elif kind == "link to /dev/zero":
+            path.symlink_to("/dev/zero")  # endless: a reader that followed it would never stop
+        else:
+            outside = tmp_path / "records"
+            outside.write_bytes(pretty(record("s1")))
+            path.symlink_to(outside)
+        assert armed.read("s1") == []
+    finally:
+        armed.close()
+
+
 def test_the_reader_reads_on_from_its_offset_for_its_session_only(tmp_path: Path) -> None:
     armed = GeminiSource().arm()
     try:

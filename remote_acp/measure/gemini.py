@@ -9,6 +9,8 @@ are all in the file at most 5 s after it; :attr:`GeminiSource.window_s` allows a
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import TYPE_CHECKING, Final
 
 from .source import Armed, Source, basename
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["GeminiSource"]
 
 READ_CHUNK: Final = 1 << 20
+MAX_READ_PER_CALL: Final = 64 << 20
+"""Bytes one read takes at most: a runtime that writes without end cannot hold a turn's wait."""
 MAX_PENDING: Final = 32 << 20
 """A partial object longer than this is given up (skipped up to its end), bounding memory."""
 _PROGRAMS: Final = frozenset({"gemini", "gemini.js", "gemini-cli"})
@@ -58,13 +62,20 @@ class _ArmedGemini(Armed):
     def read(self, session_id: str) -> list[TokenRecord]:
         records: list[TokenRecord] = []
         try:
-            with self.path.open("rb") as f:
-                f.seek(self._offset)
-                while chunk := f.read(READ_CHUNK):
-                    self._offset += len(chunk)
-                    records += self._feed(chunk, session_id)
-        except FileNotFoundError:
-            pass  # nothing written yet
+            # The runtime owns the file: a link or a FIFO put in its place is never followed or
+            # waited on, and one call reads a bounded amount (the next call goes on from there).
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return records  # nothing written yet, or not a file we read
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return records
+            f.seek(self._offset)
+            budget = MAX_READ_PER_CALL
+            while budget > 0 and (chunk := f.read(min(READ_CHUNK, budget))):
+                budget -= len(chunk)
+                self._offset += len(chunk)
+                records += self._feed(chunk, session_id)
         return records
 
     def _feed(self, chunk: bytes, session_id: str) -> list[TokenRecord]:
