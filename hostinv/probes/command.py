@@ -248,9 +248,16 @@ if [ -n "$_hp_slotp" ]; then
   elif [ "$(ls -ldn -- "$_hp_sd" 2>/dev/null | awk '{ print $3 }')" != "$_hp_v" ]; then
     _hp_put slots unusable; _hp_put slot_dir "$_hp_sd"
   elif [ -r /proc/locks ]; then
-    _hp_v=$( { ls -i -- "$_hp_sd" 2>/dev/null | sed 's/^/i /'; sed 's/^/l /' /proc/locks; } | awk '
+    # The lock's device must be the directory's too (stat's decimal st_dev as /proc/locks
+    # writes it, major:minor in hex), so a lock on another file system's same inode is not
+    # counted; without stat -c the inode alone decides.
+    _hp_dev=$(stat -c %d -- "$_hp_sd" 2>/dev/null) || _hp_dev=
+    _hp_int "$_hp_dev" || _hp_dev=
+    _hp_v=$( { ls -i -- "$_hp_sd" 2>/dev/null | sed 's/^/i /'; sed 's/^/l /' /proc/locks; } | awk -v dev="$_hp_dev" '
+      BEGIN { if (dev != "") want = sprintf("%02x:%02x", int(dev / 256) % 4096, dev % 256 + int(dev / 1048576) * 256) }
       $1 == "i" && $3 ~ /^slot-[0-9]+$/ { ino[$2] = 1 }
-      $1 == "l" && $3 == "FLOCK" { n = split($7, d, ":"); if ((d[n] in ino) && !seen[d[n]]++) held++ }
+      $1 == "l" && $3 == "FLOCK" { n = split($7, d, ":")
+        if ((d[n] in ino) && (want == "" || d[1] ":" d[2] == want) && !seen[d[n]]++) held++ }
       END { print held + 0 }' 2>/dev/null) || _hp_v=
     if _hp_int "$_hp_v"; then _hp_put slots_held "$_hp_v"; else _hp_unavailable slots; fi
   else _hp_unavailable slots
