@@ -31,29 +31,29 @@ from remote_acp.session.filesystem import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-ROOTS = ("/work/ws",)
+ROOTS = ("/srv/ws",)
 
 
 # -- the pure parts ----------------------------------------------------------------------------
 
 
 def test_jail_gives_the_components_below_the_workspace() -> None:
-    assert jail(ROOTS, "/work/ws/src/./main.py") == ("/work/ws", ("src", "main.py"))
+    assert jail(ROOTS, "/srv/ws/src/./main.py") == ("/srv/ws", ("src", "main.py"))
     assert jail(("/a", "/real/a"), "/real/a//b") == ("/real/a", ("b",))
 
 
 @pytest.mark.parametrize(
     ("path", "reason"),
     [
-        ("/work/ws/../secret", "'..'"),
-        ("/work/ws/src/../../ws/x", "'..'"),
+        ("/srv/ws/../secret", "'..'"),
+        ("/srv/ws/src/../../ws/x", "'..'"),
         ("/etc/passwd", "outside the workspace"),
-        ("/work/wsx/file", "outside the workspace"),
-        ("/work", "outside the workspace"),
+        ("/srv/wsx/file", "outside the workspace"),
+        ("/srv", "outside the workspace"),
         ("src/main.py", "not absolute"),
-        ("/work/ws", "the workspace itself"),
-        ("/work/ws/a\0b", "NUL"),
-        ("/work/ws/\ud800", "not a file name this system can encode"),
+        ("/srv/ws", "the workspace itself"),
+        ("/srv/ws/a\0b", "NUL"),
+        ("/srv/ws/\ud800", "not a file name this system can encode"),
     ],
 )
 def test_jail_refuses(path: str, reason: str) -> None:
