@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.startup import modules_after_version
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -93,16 +95,8 @@ def test_a_host_nobody_listens_on_is_unreachable_exit_20(env: dict[str, str]) ->
 
 
 def test_version_loads_neither_the_fleet_nor_hostinv() -> None:
-    probe = (
-        "import sys, runpy\n"
-        "sys.argv = ['remote-acp', '--version']\n"
-        "try:\n"
-        "    runpy.run_module('remote_acp.cli.main', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hostinv', 'asyncssh', 'rich')"
-        " or m.startswith(('remote_acp.fleet', 'remote_acp.cli.check'))))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.splitlines()[-1] == "[]"
-    assert "remote-acp, version" in done.stdout
+    loaded = modules_after_version()
+    heavy = ("hostinv", "asyncssh", "rich")
+    assert [
+        m for m in loaded if m.split(".")[0] in heavy or m.startswith(("remote_acp.fleet", "remote_acp.cli.check"))
+    ] == []

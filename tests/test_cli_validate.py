@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp.config import check_file
+from tests.support.startup import modules_after_version
 
 from .test_config import CASES, Case, expected_text, write_case
 
@@ -170,19 +171,9 @@ def test_check_host_with_a_workflow_with_errors_exits_2(isolated: dict[str, str]
 
 
 def test_version_and_a_plain_start_load_no_configuration_machinery() -> None:
-    probe = (
-        "import sys, runpy\n"
-        "sys.argv = ['remote-acp', '--version']\n"
-        "try:\n"
-        "    runpy.run_module('remote_acp.cli.main', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "import remote_acp.cli.run, remote_acp.session\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')"
-        " or m.startswith('remote_acp.config')))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.splitlines()[-1] == "[]"
+    loaded = modules_after_version("remote_acp.cli.run, remote_acp.session")
+    assert [m for m in loaded if m.split(".")[0] in ("pydantic", "yaml") or m.startswith("remote_acp.config")] == []
+    assert "remote_acp.cli.run" in loaded  # the plain start's own modules were imported
 
 
 def test_a_fifo_is_refused_unread_rather_than_waited_on(tmp_path: Path) -> None:
