@@ -37,6 +37,14 @@ is_installed() {
     [[ -f "${marker}" && -x "${exe}" ]] && [[ "$(installed_version "${prefix}" 2>/dev/null)" == "${VERSION}" ]]
 }
 
+# Node trusts only its bundled CAs unless told otherwise; a machine whose registry access goes
+# through a CA of its own has it in the system bundle, which pip and curl read. Use that bundle
+# when no other is set, so a plain environment installs as the user's shell would.
+system_cas=/etc/ssl/certs/ca-certificates.crt
+if [[ -z "${NODE_EXTRA_CA_CERTS:-}" && -r "${system_cas}" ]]; then
+    export NODE_EXTRA_CA_CERTS="${system_cas}"
+fi
+
 for tool in node npm; do
     command -v "${tool}" >/dev/null 2>&1 || { log "${tool} not found on PATH"; exit 1; }
 done
@@ -77,6 +85,8 @@ npm install \
     --no-update-notifier \
     --ignore-scripts \
     --loglevel=warn \
+    --fetch-timeout=120000 \
+    --fetch-retries=2 \
     "${PACKAGE}@${VERSION}" >&2
 
 staged_exe="${staging}/node_modules/.bin/${BIN}"
