@@ -16,6 +16,7 @@ once:
   (the lab's key and known_hosts, addresses given, nothing resolved), runs ``true``, closes;
 - ``ssh HOST true`` to every host at once (OpenSSH, the lab's ssh_config): the floor of a
   handshake, which logs in with OpenSSH as every session does;
+- the same with OpenSSH's own default key exchange, to show what it costs (see below);
 - ``remote-acp check host @fleet --no-handshake --json`` (the probe), our inventory file listing
   the hosts and the lab's ssh_config (``--concurrency`` the fleet's size);
 - the same with the handshake: the scriptable agent started on every host as a session starts it,
@@ -26,6 +27,15 @@ once:
   for 50 hosts with pipelining, 136 s without). ansible-core is installed from PyPI into a venv
   of its own under ``.tools/`` on first use; ``$REMOTE_ACP_BENCH_ANSIBLE`` names another
   ``ansible`` executable.
+
+One key exchange for all. asyncssh (without liboqs) cannot do OpenSSH 9.2's default,
+``sntrup761x25519-sha512``, whose key generation costs the OpenSSH client about 0.13 s of CPU per
+login here, five times the rest of the login; the fan-out and the probe settle on the first of
+asyncssh's algorithms the hosts' sshd offers (``curve25519-sha256``, asked of ``sshd -T``). So
+that the ratios measure the contenders and not two key exchanges, every OpenSSH contender
+(``ssh true``, the handshake's ssh, Ansible's) is given that same algorithm through the
+benchmark's ssh_config (the lab's, plus ``KexAlgorithms``); the extra ``ssh true`` row and the
+handshake with OpenSSH's default key exchange show the difference.
 
 Every run must find every host ready (or ``SUCCESS``), or the benchmark stops. Between runs the
 benchmark waits until no host has a connection left, and ends Ansible's ControlPersist masters,
@@ -91,8 +101,10 @@ DESIGN_REF = {"fan-out": "7.6 s (32 at a time)", "ansible": "35.7 s (pipelining)
 
 FANOUT = "asyncssh fan-out"
 SSH_FANOUT = "ssh true, all at once"
+SSH_DEFAULT_KEX = "ssh true, OpenSSH's default KEX"
 PROBE = "check host --no-handshake"
 HANDSHAKE = "check host (handshake)"
+HANDSHAKE_DEFAULT_KEX = "check host (handshake), OpenSSH's default KEX"
 ANSIBLE = "ansible all -m ping"
 
 
@@ -213,6 +225,19 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
+def negotiated_kex(sshd_config: Path) -> str:
+    """The key exchange asyncssh settles on with the hosts' sshd: the first of asyncssh's own
+    algorithms (GSS ones aside) that ``sshd -T`` lists, as SSH's negotiation picks it."""
+    from asyncssh.kex import get_default_kex_algs
+
+    done = subprocess.run([SSHD, "-T", "-f", str(sshd_config)], capture_output=True, text=True, check=True)
+    offered = next(
+        line.split(None, 1)[1].split(",") for line in done.stdout.splitlines() if line.startswith("kexalgorithms ")
+    )
+    ours = [alg.decode() for alg in get_default_kex_algs() if not alg.startswith(b"gss-")]
+    return next(alg for alg in ours if alg in offered)
+
+
 # --------------------------------------------------------------------------- the fleet
 
 
@@ -287,12 +312,16 @@ class Fleet:
         self.login = who
         self.ansible_exe = ansible_exe
         self.workspace = who.workspace
+        self.kex = negotiated_kex(lab.hosts[0].root / "sshd_config")
+        # The lab's ssh_config, every OpenSSH login held to the fan-out's key exchange.
+        self.config = root / "ssh_config"
+        self.config.write_text(f"{lab.config.read_text()}\nHost *\n  KexAlgorithms {self.kex}\n")
         self.control_dir = root / "cp"  # Ansible's ControlPath directory: its masters name it
         self.control_dir.mkdir()
         for sub in ("ansible-home", "ansible-local", "cache", "state"):
             (root / sub).mkdir()
         (root / "ansible.cfg").write_text("")  # no ansible.cfg of the user's or the system's applies
-        self.latencies: dict[tuple[int, bool], list[float]] = {}  # per host, from check host's JSON
+        self.latencies: dict[tuple[int, str], list[float]] = {}  # per host, from check host's JSON
         self.cpu: dict[tuple[int, str], list[tuple[float, float]]] = {}  # (local, remote) CPU seconds per run
         self.connected: dict[int, list[float]] = {}  # the fan-out's own figure
         self.env = {
@@ -307,7 +336,7 @@ class Fleet:
             "ANSIBLE_LOCAL_TEMP": str(root / "ansible-local"),
             "ANSIBLE_REMOTE_TEMP": str(self.workspace / ".ansible-tmp"),
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.control_dir),
-            "ANSIBLE_SSH_ARGS": f"-F {lab.config} -C -o ControlMaster=auto -o ControlPersist=60s",
+            "ANSIBLE_SSH_ARGS": f"-F {self.config} -C -o ControlMaster=auto -o ControlPersist=60s",
             "ANSIBLE_PIPELINING": "True",
             # Named, not discovered: discovery would find whatever python3 the login's PATH has
             # first (a pyenv shim here), and it costs a round trip that would only slow Ansible.
@@ -333,7 +362,7 @@ class Fleet:
         ini.write_text("".join(f"{name}\n" for name in names) + f"\n[all:vars]\nansible_user={self.login.user}\n")
         return ours, ini
 
-    def check_host(self, count: int, *, handshake: bool) -> Callable[[], float]:
+    def check_host(self, count: int, name: str, *, handshake: bool, config: Path) -> Callable[[], float]:
         inventory, _ = self.write_inventories(count)
         argv = [
             PY,
@@ -350,14 +379,14 @@ class Fleet:
             "--inventory",
             str(inventory),
             "--ssh-config",
-            str(self.lab.config),
+            str(config),
             "--json",
             "--concurrency",
             str(count),
             "--connect-timeout",
             "60",
         ]
-        self.latencies[(count, handshake)] = []
+        self.latencies[(count, name)] = []
 
         def run() -> float:
             elapsed, stdout = timed(argv, env=self.env, cwd=self.root)
@@ -365,7 +394,7 @@ class Fleet:
             bad = [h for h in hosts if h["verdict"] != "ready" or h["handshake"] is not handshake]
             if len(hosts) != count or bad:
                 raise RuntimeError(f"check host found {len(hosts)} hosts, not ready: {bad[:2]}")
-            self.latencies[(count, handshake)].extend(h["latency_ms"] / 1000 for h in hosts)
+            self.latencies[(count, name)].extend(h["latency_ms"] / 1000 for h in hosts)
             self.settle()
             return elapsed
 
@@ -397,12 +426,10 @@ class Fleet:
 
         return run
 
-    def ssh_fan_out(self, count: int) -> Callable[[], float]:
-        """``ssh HOST true`` to every host at once, through the lab's ssh_config: the floor of
-        anything that logs in with OpenSSH, as the handshake does (through ``SshTarget``)."""
-        argvs = [
-            ["ssh", "-F", str(self.lab.config), "-l", self.login.user, h.alias, "true"] for h in self.lab.hosts[:count]
-        ]
+    def ssh_fan_out(self, count: int, config: Path) -> Callable[[], float]:
+        """``ssh HOST true`` to every host at once, through ``config``: the floor of anything that
+        logs in with OpenSSH, as the handshake does (through ``SshTarget``)."""
+        argvs = [["ssh", "-F", str(config), "-l", self.login.user, h.alias, "true"] for h in self.lab.hosts[:count]]
 
         def run() -> float:
             procs: list[subprocess.Popen[bytes]] = []
@@ -553,9 +580,11 @@ def with_lab(args: argparse.Namespace, sizes: list[int], ansible_exe: str | None
 def measure(args: argparse.Namespace, fleet: Fleet, size: int) -> dict[str, list[float]]:
     contenders = {
         FANOUT: fleet.fan_out(size),
-        SSH_FANOUT: fleet.ssh_fan_out(size),
-        PROBE: fleet.check_host(size, handshake=False),
-        HANDSHAKE: fleet.check_host(size, handshake=True),
+        SSH_FANOUT: fleet.ssh_fan_out(size, fleet.config),
+        SSH_DEFAULT_KEX: fleet.ssh_fan_out(size, fleet.lab.config),
+        PROBE: fleet.check_host(size, PROBE, handshake=False, config=fleet.config),
+        HANDSHAKE: fleet.check_host(size, HANDSHAKE, handshake=True, config=fleet.config),
+        HANDSHAKE_DEFAULT_KEX: fleet.check_host(size, HANDSHAKE_DEFAULT_KEX, handshake=True, config=fleet.lab.config),
     }
     if fleet.ansible_exe is not None:
         contenders[ANSIBLE] = fleet.ansible_ping(size)
@@ -567,13 +596,18 @@ def measure(args: argparse.Namespace, fleet: Fleet, size: int) -> dict[str, list
 
 
 def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Summary, largest: int) -> None:
-    section("fleet: whole-process wall time, every host at once (median of the rounds)")
+    section(
+        f"fleet: whole-process wall time, every host at once (median of the rounds); OpenSSH logins use "
+        f"{fleet.kex}, as the fan-out's, unless the column says otherwise"
+    )
     table = Table(
         "hosts",
         FANOUT,
         SSH_FANOUT,
+        SSH_DEFAULT_KEX,
         PROBE,
         HANDSHAKE,
+        HANDSHAKE_DEFAULT_KEX,
         ANSIBLE,
         "probe / fan-out",
         "handshake / fan-out",
@@ -588,8 +622,10 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
             str(size),
             fmt_s(m[FANOUT]),
             fmt_s(m[SSH_FANOUT]),
+            fmt_s(m[SSH_DEFAULT_KEX]),
             fmt_s(m[PROBE]),
             fmt_s(m[HANDSHAKE]),
+            fmt_s(m[HANDSHAKE_DEFAULT_KEX]),
             fmt_s(ans) if ANSIBLE in m else "-",
             f"{m[PROBE] / m[FANOUT]:.2f}x",
             f"{m[HANDSHAKE] / m[FANOUT]:.2f}x",
@@ -615,7 +651,7 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
         "handshake: per host (median / max)",
     )
     for size in results:
-        probe, shake = fleet.latencies[(size, False)], fleet.latencies[(size, True)]
+        probe, shake = fleet.latencies[(size, PROBE)], fleet.latencies[(size, HANDSHAKE)]
         inner.add(
             str(size),
             fmt_s(median(fleet.connected[size])),

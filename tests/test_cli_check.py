@@ -100,3 +100,25 @@ def test_version_loads_neither_the_fleet_nor_hostinv() -> None:
     assert [
         m for m in loaded if m.split(".")[0] in heavy or m.startswith(("remote_acp.fleet", "remote_acp.cli.check"))
     ] == []
+
+
+def test_a_probe_only_check_loads_no_session_core(env: dict[str, str], tmp_path: Path) -> None:
+    # The probe's verdict is the whole check: the session machinery (verification, the session
+    # core) stays out of the process, which a fleet-wide check pays for in start-up CPU.
+    target = f"root@127.0.0.1:{closed_port()}"
+    modules = tmp_path / "modules.json"
+    program = (
+        "import json, runpy, sys\n"
+        f"sys.argv = ['remote-acp', 'check', 'host', {target!r}, '--agent', 'qwen', '--workspace', '/w',"
+        " '--no-handshake', '--json', '--connect-timeout', '5']\n"
+        "try:\n"
+        "    runpy.run_module('remote_acp.cli.main', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        f"    open({str(modules)!r}, 'w').write(json.dumps([exc.code, sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120)
+    code, loaded = json.loads(modules.read_text())
+    assert code == 20, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "unreachable"
+    assert "hostinv.probes.runner" in loaded  # it did probe
+    assert [m for m in loaded if m.startswith("remote_acp.session")] == []

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
 from remote_acp.targets import ssh_argv as ssh_argv_module
@@ -345,3 +346,39 @@ def test_the_ssh_flags_reach_the_settings(flag: str, setting: str) -> None:
     result = CliRunner().invoke(command, args)
     assert result.exit_code == 2, result.output
     assert f"{setting} must be at least 1" in result.output
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+async def test_sessions_starting_together_share_one_probe(tmp_path: Path) -> None:
+    ssh = old_ssh(tmp_path / "bin", ("ForkAfterAuthentication",))
+    answers: list[frozenset[str]] = []
+
+    async def start() -> None:
+        answers.append(await local_ssh_options(str(ssh), os.environ))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(20):
+            tg.start_soon(start)
+    assert answers == [frozenset({"RemoteCommand", "StdinNull", "SessionType"})] * 20
+    # One probe for all twenty: all at once, refused, then one run per option.
+    assert (tmp_path / "bin" / "runs.log").read_text().count("run") == 1 + len(PROBED_OVERRIDES)
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+async def test_those_waiting_on_a_failed_probe_share_its_empty_answer_and_the_next_asks_again(
+    tmp_path: Path,
+) -> None:
+    missing = str(tmp_path / "no-such-ssh")
+    answers: list[frozenset[str]] = []
+
+    async def start() -> None:
+        answers.append(await local_ssh_options(missing, os.environ))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(start)
+    assert answers == [frozenset()] * 5
+    assert missing not in ssh_argv_module._known_options
+    assert not ssh_argv_module._asking  # nothing left waiting: a later session probes again

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    import anyio
+
     from .ssh import Destination, SshSettings
 
 __all__ = [
@@ -70,6 +72,8 @@ authentication and the login shell's start (its dotfiles) on a loaded machine.""
 _PROBE_TIMEOUT_S: Final = 5.0
 
 _known_options: dict[str, frozenset[str]] = {}
+_asking: dict[tuple[str, int], tuple[anyio.Event, list[frozenset[str]]]] = {}
+"""Probes under way, per ssh path and thread: their event and, once set, their answer."""
 
 
 def ssh_argv(
@@ -142,12 +146,39 @@ async def local_ssh_options(ssh: str, environ: Mapping[str, str]) -> frozenset[s
     process and path (``ssh -G``, which parses its options and connects nowhere, refuses an
     unknown one). All of them are tried in one run; only when that fails, one run each.
 
-    A probe that cannot run or does not finish in time gives the empty set (only options every
-    client knows go out) and is not remembered, so the next session asks again.
+    Sessions starting together share one probe: the others wait for its answer (a scheduler
+    starting fifty sessions runs ``ssh -G`` once, not fifty times). A probe that cannot run or
+    does not finish in time gives the empty set (only options every client knows go out) to
+    everyone who waited for it, and is not remembered, so the next session asks again.
     """
-    known = _known_options.get(ssh)
-    if known is not None:
-        return known
+    import threading
+
+    import anyio
+
+    key = (ssh, threading.get_ident())  # one event loop per thread: never wait on another loop's event
+    while True:
+        known = _known_options.get(ssh)
+        if known is not None:
+            return known
+        pending = _asking.get(key)
+        if pending is None:
+            break
+        event, answer = pending
+        await event.wait()
+        if answer:  # else the asker was cancelled before it knew: ask again
+            return answer[0]
+    event, answer = anyio.Event(), []
+    _asking[key] = (event, answer)
+    try:
+        known = await _ask(ssh, environ)
+        answer.append(known)
+    finally:
+        del _asking[key]
+        event.set()
+    return known
+
+
+async def _ask(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
     try:
         if await _knows(ssh, PROBED_OVERRIDES, environ):
             known = frozenset(name for name, _ in PROBED_OVERRIDES)
