@@ -262,19 +262,21 @@ def login(lab: SshLab, root: Path, as_root: bool) -> Iterator[Login]:
     """Root (the machine's own dotfiles apply), or a throwaway user with bash and no dotfiles.
 
     The throwaway user cannot run this interpreter when it lives under root's home, so its agent
-    is a small script that runs the scriptable agent with the system's python3 and this
-    checkout on ``PYTHONPATH`` (the agent needs nothing but the standard library)."""
+    is a small script that runs the scriptable agent with the system's python3 and a readable
+    copy of this checkout's package on ``PYTHONPATH`` (the agent needs nothing but the standard
+    library)."""
     if as_root:
         workspace = root / "ws"
         workspace.mkdir()
         yield Login("root", workspace, agent_command(), "root, with the machine's own dotfiles")
         return
-    from integration.users import throwaway_user
+    from integration.users import agent_pythonpath, throwaway_user
 
     with throwaway_user(lab.client_key.with_suffix(".pub"), shell="/bin/bash") as user:
         try:
             workspace = user.makedirs(user.home / "ws")
-            agent = user.write("bin/scripted-agent", AGENT_WRAPPER.format(repo=REPO, python=SYSTEM_PYTHON), 0o755)
+            wrapper = AGENT_WRAPPER.format(repo=agent_pythonpath(), python=SYSTEM_PYTHON)
+            agent = user.write("bin/scripted-agent", wrapper, 0o755)
             yield Login(
                 user.name, workspace, str(agent), f"{user.name}, a throwaway user: login shell bash, no dotfiles"
             )

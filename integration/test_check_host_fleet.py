@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from integration.sshlab import SshLab, free_port
-from integration.users import SHELLS, User, throwaway_user, uid_processes
+from integration.users import SHELLS, User, agent_pythonpath, throwaway_user, uid_processes
 from remote_acp.fleet.report import TABLE_COLUMNS
 from remote_acp.targets.process_tree import alive
 from tests.support.agents import wait_until
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.anyio, pytest.mark.qwen, pytest.mark.usefixtures("qwen_installed")]
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-REPO = Path(__file__).resolve().parents[1]
 PYTHON = shutil.which("python3", path="/usr/bin:/bin")  # the suite's own is under root's home
 AGENT = "fleet-agent"
 NAMES = ["ready", "down", "changed", "login-only", "no-credential", "behind-jump"]
@@ -126,7 +125,7 @@ def users(ssh_lab: SshLab, qwen_installed: Path) -> Iterator[Users]:
     key = ssh_lab.client_key.with_suffix(".pub")
     bashrc = {".bashrc": 'PATH="$HOME/bin:$PATH"; export PATH\n'}
     profile = {".profile": 'PATH="$HOME/tools:$PATH"; export PATH\n'}
-    scripted = SCRIPTED.format(repo=shlex.quote(str(REPO)), python=PYTHON, pids=pids)
+    scripted = SCRIPTED.format(repo=shlex.quote(str(agent_pythonpath())), python=PYTHON, pids=pids)
     # A fresh ~/.qwen with the suite's quiet settings: no key in it, so qwen has none anywhere.
     settings = default_settings()
     assert not {"security", "auth"} & set(settings), settings

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,7 +23,7 @@ import pytest
 
 from hostinv import Host
 from integration.sshlab import SshLab
-from integration.users import User, throwaway_user
+from integration.users import User, agent_pythonpath, throwaway_user
 from remote_acp.errors import ErrorKind
 from remote_acp.fleet import HostPool
 from remote_acp.options import SessionOptions
@@ -34,11 +33,11 @@ from tests.support.agents import wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-REPO = Path(__file__).resolve().parents[1]
 PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 # The agent answers the probe's --version; started for a session, it records its pid (one file
 # per agent), then becomes the scripted agent. With
@@ -57,7 +56,7 @@ exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
 def user(ssh_lab: SshLab, homes: Path) -> Iterator[User]:
     assert PYTHON is not None
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), base=homes) as u:
-        u.write("agent", AGENT.format(repo=REPO, python=PYTHON), mode=0o755)
+        u.write("agent", AGENT.format(repo=agent_pythonpath(), python=PYTHON), mode=0o755)
         u.makedirs(u.home / "ws")
         yield u
 
@@ -229,7 +228,7 @@ async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_pat
             assert dead.process is not None
             dead.process.kill()  # the listener goes: connections are refused from now on
             dead.process.wait()
-            command = ["env", f"PYTHONPATH={REPO}", PYTHON, "-m", "remote_acp.testing.scripted_agent"]
+            command = ["env", f"PYTHONPATH={agent_pythonpath()}", PYTHON, "-m", "remote_acp.testing.scripted_agent"]
             async with pool.session(workspace, SessionOptions(command=command)) as placed:
                 assert placed.host == second
                 (attempt,) = placed.failed

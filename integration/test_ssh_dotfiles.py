@@ -9,25 +9,25 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
-from integration.users import SHELLS, User, login_shell, throwaway_user, uid_processes
+from integration.users import SHELLS, User, agent_pythonpath, login_shell, throwaway_user, uid_processes
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
 from remote_acp.targets.ssh import SshSettings, SshTarget
 from remote_acp.targets.ssh_argv import ready_bound_ms
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from integration.sshlab import SshLab
 
 pytestmark = pytest.mark.anyio
 
 SSH_BOUNDS = {"read_timeout_ms": 10_000, "initialize_floor_ms": 20_000, "stop_grace_ms": 1_000}
-REPO = Path(__file__).resolve().parents[1]
 PYTHON = shutil.which("python3", path="/usr/bin:/bin")  # the suite's own is under root's home
 READY_HINT = "login script (.bashrc, .profile, config.fish...) that reads standard input"
 
@@ -49,7 +49,7 @@ def agent(record: Path) -> list[str]:
 
 
 def target(lab: SshLab, user: User, **settings: object) -> SshTarget:
-    environ = {**os.environ, "PYTHONPATH": str(REPO)}
+    environ = {**os.environ, "PYTHONPATH": str(agent_pythonpath())}
     return SshTarget(
         user.destination("lab1"),
         SshSettings(config_file=str(lab.config), pass_env=("PYTHONPATH",), **settings),  # type: ignore[arg-type]

@@ -8,23 +8,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from integration.users import SHELLS, User, login_shell, throwaway_user
+from integration.users import SHELLS, User, agent_pythonpath, login_shell, throwaway_user
 from remote_acp import SessionOptions, open_session
 from remote_acp.targets.ssh import SshSettings, SshTarget
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from integration.sshlab import SshLab
 
 pytestmark = pytest.mark.anyio
 
 SSH_BOUNDS = {"read_timeout_ms": 10_000, "initialize_floor_ms": 20_000, "stop_grace_ms": 1_000}
-REPO = Path(__file__).resolve().parents[1]
 # The suite's own interpreter lives under root's home, which other users cannot enter.
 PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 MISSING_SHELLS = [name for name, path in SHELLS.items() if not os.path.exists(path)]
@@ -99,7 +99,7 @@ async def test_every_login_shell_runs_hostile_data_as_data(ssh_lab: SshLab, home
     assert shell not in MISSING_SHELLS, f"{SHELLS[shell]} is missing: scripts/test installs it"
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell=login_shell(shell, homes), base=homes) as user:
         pwned = user.home / "PWNED"
-        values = {**carried(pwned), "PYTHONPATH": str(REPO)}
+        values = {**carried(pwned), "PYTHONPATH": str(agent_pythonpath())}
         environ = {**os.environ, **values}
         target = user_target(ssh_lab, user, environ, pass_env=tuple(values))
         words = hostile_words(pwned)

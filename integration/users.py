@@ -15,7 +15,10 @@ beside the lab's own key file, and run without PAM, so the account gets the pass
 
 from __future__ import annotations
 
+import atexit
+import compileall
 import contextlib
+import functools
 import os
 import pwd
 import secrets
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-__all__ = ["SHELLS", "User", "login_shell", "throwaway_user", "uid_processes"]
+__all__ = ["SHELLS", "User", "agent_pythonpath", "login_shell", "throwaway_user", "uid_processes"]
 
 # The shells the suite drives, and where Debian's packages put them. BusyBox's ash is reached
 # through a link named ``ash``: busybox picks the applet from argv[0], which sshd sets to the
@@ -192,3 +195,21 @@ def _kill_user_processes(name: str) -> None:
         if time.monotonic() > deadline:
             return
         time.sleep(0.02)
+
+
+@functools.cache
+def agent_pythonpath() -> Path:
+    """A directory every user can read holding a copy of this checkout's ``remote_acp`` package
+    (compiled), for ``PYTHONPATH`` when a throwaway user runs the scripted agent: the checkout
+    itself may sit where they cannot reach (a clone under a 0700 directory, root's home). Made
+    once per test process, removed when it exits."""
+    base = Path(tempfile.mkdtemp(prefix="ra-agentpath-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    source = Path(__file__).resolve().parents[1] / "remote_acp"
+    shutil.copytree(source, base / "remote_acp", ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(base, quiet=1)  # the agent's interpreter may not write bytecode there
+    for directory, _subdirs, files in os.walk(base):
+        os.chmod(directory, 0o755)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o644)
+    return base
