@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from integration.sshlab import SshLab, free_port
-from integration.users import SHELLS, User, agent_pythonpath, throwaway_user, uid_processes
+from integration.users import SHELLS, User, agent_pythonpath, closed_to_others, throwaway_user, uid_processes
 from remote_acp.fleet.report import TABLE_COLUMNS
 from remote_acp.targets.process_tree import alive
 from tests.support.agents import wait_until
@@ -115,6 +115,9 @@ class Users:
 @pytest.fixture(scope="module")
 def users(ssh_lab: SshLab, qwen_installed: Path) -> Iterator[Users]:
     assert PYTHON is not None
+    closed = closed_to_others(qwen_installed)
+    # qwen-code (144 MB) runs from the checkout's .tools as a throwaway user, who must reach it.
+    assert closed is None, f"{closed} is closed to other users: clone the project where they can traverse it"
     base = Path(tempfile.mkdtemp(prefix="ra-fleet-"))
     base.chmod(0o755)
     # Shared by every user of the fleet: one workspace for the command, one place for pids.

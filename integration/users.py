@@ -34,7 +34,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-__all__ = ["SHELLS", "User", "agent_pythonpath", "login_shell", "throwaway_user", "uid_processes"]
+__all__ = [
+    "SHELLS",
+    "User",
+    "agent_pythonpath",
+    "closed_to_others",
+    "login_shell",
+    "throwaway_user",
+    "uid_processes",
+]
 
 # The shells the suite drives, and where Debian's packages put them. BusyBox's ash is reached
 # through a link named ``ash``: busybox picks the applet from argv[0], which sshd sets to the
@@ -213,3 +221,12 @@ def agent_pythonpath() -> Path:
         for name in files:
             os.chmod(os.path.join(directory, name), 0o644)
     return base
+
+
+def closed_to_others(path: Path) -> Path | None:
+    """The first directory above ``path`` that other users cannot traverse (no ``o+x``), which
+    keeps a throwaway user from running what lies below it; ``None`` when every one is open."""
+    for directory in reversed(path.resolve().parents):
+        if not directory.stat().st_mode & 0o001:
+            return directory
+    return None
