@@ -226,7 +226,7 @@ def agent_pythonpath() -> Path:
 def closed_to_others(path: Path) -> Path | None:
     """The first directory above ``path`` that other users cannot traverse (no ``o+x``), which
     keeps a throwaway user from running what lies below it; ``None`` when every one is open."""
-    for directory in reversed(path.resolve().parents):
+    for directory in reversed(path.absolute().parents):
         if not directory.stat().st_mode & 0o001:
             return directory
     return None
