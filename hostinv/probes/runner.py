@@ -387,7 +387,6 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
     )
     started = time.monotonic()
     destination = host.address or host.name
-    asyncssh = _asyncssh()
     async with AsyncExitStack() as stack:
         tunnel: Any = None
         via: str | None = None
@@ -403,6 +402,9 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
                 identity_file=host.identity_file,
                 options=dict(host.ssh_options),
             )
+            # Imported only once this host's ssh -G is done: probes start together, so the other
+            # hosts' ssh -G run on the other cores meanwhile (the import is most of a start-up).
+            asyncssh = _asyncssh()
             for hop in filter(None, (resolved.proxy_jump or "").split(",")):
                 hop_host, hop_port, hop_user = parse_jump(hop)
                 shown = f"the jump host {hop}"
@@ -424,7 +426,7 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
                 None,
                 started,
             )
-        except (OSError, asyncssh.Error) as exc:  # TimeoutError is an OSError
+        except (OSError, _asyncssh().Error) as exc:  # TimeoutError is an OSError
             target = check.resolved if check is not None else resolved
             judgement = judge_connect_error(
                 exc,

@@ -311,7 +311,6 @@ def run(
     code = anyio.run(run_prompts, request)
     if code in (EXIT_BROKEN_PIPE, EXIT_LOCAL_IO):
         _discard_stdout()
-    gc.freeze()  # nothing left to collect that exit would not free anyway
     sys.exit(code)
 
 
@@ -419,6 +418,10 @@ def main() -> None:
     try:
         cli(prog_name="remote-acp")
     finally:
+        # The process ends here: what is left is freed at exit, and the collector's passes over
+        # it while the interpreter shuts down (a quarter of a second after a fleet check) would
+        # free nothing more. Frozen objects are out of their reach.
+        gc.freeze()
         gc.enable()
 
 
