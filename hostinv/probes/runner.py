@@ -32,13 +32,16 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import pwd
 import shlex
+import shutil
 import socket
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import resolve_cache
 from ..sshopts import ResolvedSsh, existing, known_hosts_line, parse_jump, parse_ssh_g, ssh_g_argv
 from .command import PROBE_COMMAND, probe_script
 from .parse import ProbeReport, ProbeReportError, parse_report
@@ -60,6 +63,7 @@ __all__ = [
 ]
 
 _SSH_G_TIMEOUT_S = 10.0
+_SSH_CHATTER = ("debug", "OpenSSH_", "Pseudo-terminal")  # -v's lines, not why ssh -G failed
 PER_ADDRESS = 8
 """Probes at once to one address (two inventory names for one host), below sshd's default
 ``MaxStartups`` of 10 unauthenticated connections, past which it drops new ones at random."""
@@ -74,7 +78,9 @@ class ProbeSettings:
     seconds on the host, rounded up). ``login_lookup``: ask the login shell for its PATH when the
     agent is not on the session's (it runs the user's profile). ``slot_prefix``: where sessions
     keep the host's agent slots, less the user id (the session layer's convention); set, the
-    probe counts the slots held and a host with as many as its capacity is ``at_capacity``."""
+    probe counts the slots held and a host with as many as its capacity is ``at_capacity``.
+    ``resolve_cache``: a directory where ``ssh -G``'s answers are kept while the files ssh read
+    are unchanged (:mod:`hostinv.resolve_cache`); ``None``: ask ssh every time."""
 
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 20.0
@@ -84,6 +90,7 @@ class ProbeSettings:
     version_timeout_s: float = 2.0
     login_lookup: bool = True
     slot_prefix: str = ""
+    resolve_cache: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +319,14 @@ async def _resolve(
     argv = ssh_g_argv(
         destination, config=settings.ssh_config, port=port, user=user, identity_file=identity_file, options=options
     )
+    cache, name = settings.resolve_cache, ""
+    if cache is not None:
+        name = resolve_cache.entry_name(argv, shutil.which("ssh") or "ssh", environ=os.environ)
+        kept = resolve_cache.lookup(cache, name, os.environ)
+        if kept is not None:
+            return kept
+        argv = [argv[0], "-v", *argv[1:]]  # -v: ssh names the files it reads
+    started = time.time_ns()
     process = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -322,10 +337,29 @@ async def _resolve(
             process.kill()
             await process.wait()
         raise
+    said = err.decode(errors="replace")
     if process.returncode != 0:
-        said = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
-        raise _ResolveError(said[0] if said else f"ssh -G exited {process.returncode}")  # the first line says why
-    return parse_ssh_g(out.decode(errors="replace"))
+        lines = [line for line in said.splitlines() if line.strip() and not line.startswith(_SSH_CHATTER)]
+        raise _ResolveError(lines[0] if lines else f"ssh -G exited {process.returncode}")  # the first says why
+    resolved = parse_ssh_g(out.decode(errors="replace"))
+    if cache is not None:
+        config = settings.ssh_config
+        home = _home()
+        candidates = [f"{home}/.ssh/config", resolve_cache.SYSTEM_CONFIG] if config is None else [config]
+        read = resolve_cache.config_files_read(said)
+        found = resolve_cache.reading(
+            read, [] if config == "none" else candidates, home=home, environ=os.environ, since_ns=started
+        )
+        resolve_cache.store(cache, name, found, resolved)
+    return resolved
+
+
+def _home() -> str:
+    """The account's home, as ssh expands ``~`` (whatever ``$HOME`` says)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
 
 
 class _ResolveError(Exception):

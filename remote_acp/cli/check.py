@@ -228,12 +228,13 @@ class _Request:
 async def _check(request: _Request) -> list[HostCheck]:
     from hostinv.probes import HostProbe, ProbeSettings, Verdict, probe_hosts
 
-    from ..fleet.cache import ProbeCache
+    from ..fleet.cache import ProbeCache, resolve_cache_dir
     from ..fleet.check import check_hosts
     from ..targets.ssh_script import SLOT_DIR_PREFIX
 
     probe_settings = ProbeSettings(
         slot_prefix=SLOT_DIR_PREFIX,
+        resolve_cache=str(resolve_cache_dir()),
         connect_timeout_s=request.connect_timeout,
         ssh_config=request.settings.config_file,
         host_key_policy="yes" if request.policy == "yes" else "accept-new",

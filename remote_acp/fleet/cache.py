@@ -26,21 +26,31 @@ if TYPE_CHECKING:
 
     from .report import ProbeResult
 
-__all__ = ["CachedProbe", "ProbeCache", "probe_cache_dir"]
+__all__ = ["CachedProbe", "ProbeCache", "probe_cache_dir", "resolve_cache_dir"]
 
 _TUPLES = ("load", "unavailable", "invalid")
 
 
 def probe_cache_dir() -> Path:
     """``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``."""
+    return _cache_base() / "probes"
+
+
+def resolve_cache_dir() -> Path:
+    """Where probes keep ``ssh -G``'s answers (:mod:`hostinv.resolve_cache`): ``ssh-g`` beside
+    :func:`probe_cache_dir`."""
+    return _cache_base() / "ssh-g"
+
+
+def _cache_base() -> Path:
     from ..targets.ssh_config import CACHE_DIR_VARIABLE
 
     override = os.environ.get(CACHE_DIR_VARIABLE)
     if override:
-        return Path(override) / "probes"
+        return Path(override)
     import platformdirs
 
-    return platformdirs.user_cache_path("remote-acp") / "probes"
+    return platformdirs.user_cache_path("remote-acp")
 
 
 @dataclass(frozen=True, slots=True)

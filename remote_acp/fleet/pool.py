@@ -32,6 +32,7 @@ from ..logs import get_logger
 from ..session.core import open_session
 from ..targets.ssh import SshSettings
 from ..targets.ssh_script import SLOT_DIR_PREFIX
+from .cache import resolve_cache_dir
 from .check import host_target
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ class HostPool:
                 host_key_policy="yes" if policy == "yes" else "accept-new",
                 connect_timeout_s=float(self.settings.connect_timeout_s),
                 slot_prefix=SLOT_DIR_PREFIX,
+                resolve_cache=str(resolve_cache_dir()),
             )
 
     @property

@@ -1,0 +1,213 @@
+"""``ssh -G``'s answers kept on disk, each valid only while what ssh read to give it is unchanged.
+
+A probe asks ``ssh -G`` what ``ssh`` would use for a host (:mod:`hostinv.sshopts`): about 10 ms
+of CPU a host, nearly all of it ssh's own start, so half a second for fifty hosts and ten for a
+thousand, every check. The answer depends only on the command line, the files ssh read, the
+variables they name, who and where we are, and ssh itself. So it is kept, and reused while:
+
+- the command line, the ssh binary (path, size, modification time), the user id, ``$HOME``, the
+  working directory and the host name (``%l``) are the same (they make the entry's name);
+- every configuration file ssh said it read (``ssh -G -v``: "Reading configuration data") has the
+  same contents (SHA-256), and the files ssh would have read had they existed (``~/.ssh/config``
+  and the system file, or the ``-F`` file) are still absent;
+- every directory an ``Include`` names lists the same names (a file added or removed), and every
+  variable a file names (``${NAME}``) has the same value.
+
+A configuration whose answer can change without any of that changing is never kept: ``Match
+exec`` (runs a command), ``Match localnetwork``, ``Match canonical``/``final`` and
+``CanonicalizeHostname`` (they depend on DNS), and an ``Include`` whose directory part has a
+pattern, a token or a variable. Nothing here connects anywhere; only :func:`lookup` and
+:func:`store` touch the disk, and any error there is a miss, never a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+import tempfile
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Final
+
+from .sshopts import ResolvedSsh
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = ["SYSTEM_CONFIG", "Reading", "config_files_read", "entry_name", "lookup", "reading", "store"]
+
+SYSTEM_CONFIG: Final = "/etc/ssh/ssh_config"
+_VERSION: Final = 1
+_READ_LINE: Final = re.compile(r"^debug\d: Reading configuration data (.+)$", re.MULTILINE)
+_INCLUDE: Final = re.compile(r"^\s*include\s*[=\s]\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+_DYNAMIC_MATCH: Final = re.compile(
+    r"^\s*match\b.*\b(exec|localnetwork|canonical|final)\b", re.IGNORECASE | re.MULTILINE
+)
+_CANONICALIZE: Final = re.compile(r"^\s*canonicalizehostname\s*[=\s]\s*(yes|always)\b", re.IGNORECASE | re.MULTILINE)
+_VARIABLE: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_GLOB: Final = frozenset("*?[%$")
+_RACY_NS: Final = 2_000_000_000
+"""How close to the run a modification makes a file suspect (coarse file system clocks)."""
+
+
+def config_files_read(stderr: str) -> list[str]:
+    """The configuration files ``ssh -G -v`` says it read, in order."""
+    return [path.strip() for path in _READ_LINE.findall(stderr)]
+
+
+class Reading:
+    """What an answer depends on beyond its name: the files read, the directories their
+    ``Include`` lines name, the variables they use; ``why_not`` says why it cannot be kept."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}  # path -> sha256 of the contents, or "absent"
+        self.directories: dict[str, str] = {}  # path -> sha256 of its sorted names, or "absent"
+        self.variables: dict[str, str | None] = {}
+        self.why_not: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"files": self.files, "directories": self.directories, "variables": self.variables}
+
+
+def _digest(path: str) -> str:
+    try:
+        with open(path, "rb") as file:
+            return hashlib.sha256(file.read(1 << 20)).hexdigest()
+    except FileNotFoundError:
+        return "absent"
+
+
+def _listing(path: str) -> str:
+    try:
+        names = sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return "absent"
+    return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _changed_since(path: str, since_ns: int) -> bool:
+    try:
+        return os.stat(path).st_mtime_ns >= since_ns - _RACY_NS
+    except FileNotFoundError:
+        return False
+
+
+def reading(
+    read: Sequence[str],
+    candidates: Iterable[str],
+    *,
+    home: str,
+    environ: Mapping[str, str],
+    since_ns: int,
+) -> Reading:
+    """The :class:`Reading` of one ``ssh -G`` run, started at ``since_ns`` (``time.time_ns()``),
+    that read ``read`` (see :func:`config_files_read`); ``candidates``: the files it looks for
+    first whether or not they exist (``-F``'s file, or the user's and the system's).
+
+    A file or directory modified since shortly before the run may have changed between ssh's
+    reading and ours: the answer is then not kept (the next run keeps it)."""
+    found = Reading()
+    for path in (*candidates, *read):
+        if path in found.files:
+            continue
+        try:
+            with open(path, "rb") as file:
+                if os.fstat(file.fileno()).st_mtime_ns >= since_ns - _RACY_NS:
+                    found.why_not = f"{path} changed while ssh read it"
+                    return found
+                data = file.read(1 << 20)
+        except FileNotFoundError:
+            found.files[path] = "absent"
+            continue
+        except OSError as exc:
+            found.why_not = f"{path}: {exc.strerror}"
+            return found
+        found.files[path] = hashlib.sha256(data).hexdigest()
+        text = data.decode("utf-8", "replace")
+        if _DYNAMIC_MATCH.search(text) or _CANONICALIZE.search(text):
+            found.why_not = f"{path} has a Match or canonicalization that depends on more than its text"
+            return found
+        for name in _VARIABLE.findall(text):
+            found.variables[name] = environ.get(name)
+        for line in _INCLUDE.findall(text):
+            for pattern in line.split():
+                pattern = pattern.strip("\"'")
+                if pattern.startswith("~/"):
+                    pattern = home + pattern[1:]
+                directory = os.path.dirname(pattern)
+                if _GLOB & set(directory):
+                    found.why_not = f"{path} includes {pattern}, whose directory is a pattern"
+                    return found
+                # Relative: under ~/.ssh from a user's file, /etc/ssh from the system's.
+                bases = (
+                    [directory]
+                    if directory.startswith("/")
+                    else [
+                        os.path.join(home, ".ssh", directory),
+                        os.path.join("/etc/ssh", directory),
+                    ]
+                )
+                for base in bases:
+                    if _changed_since(base, since_ns):
+                        found.why_not = f"{base} changed while ssh read it"
+                        return found
+                    found.directories[os.path.normpath(base)] = _listing(base)
+    return found
+
+
+def entry_name(argv: Sequence[str], ssh: str, *, environ: Mapping[str, str]) -> str:
+    """The name of the entry for ``ssh -G`` run as ``argv`` by the ssh at ``ssh``."""
+    try:
+        stat = os.stat(ssh)
+        binary: list[object] = [os.path.realpath(ssh), stat.st_size, stat.st_mtime_ns]
+    except OSError:
+        binary = [ssh]
+    try:
+        cwd = os.getcwd()  # relative paths in the config (and on the command line) resolve against it
+    except OSError:
+        cwd = ""
+    inputs = [_VERSION, list(argv), binary, os.getuid(), environ.get("HOME"), cwd, socket.gethostname()]
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:40]
+
+
+def lookup(directory: str, name: str, environ: Mapping[str, str]) -> ResolvedSsh | None:
+    """The kept answer named ``name``, if what it depends on is unchanged; else ``None``."""
+    try:
+        with open(os.path.join(directory, name + ".json"), encoding="utf-8") as file:
+            entry = json.load(file)
+        if entry.get("version") != _VERSION:
+            return None
+        if any(_digest(path) != digest for path, digest in entry["files"].items()):
+            return None
+        if any(_listing(path) != names for path, names in entry["directories"].items()):
+            return None
+        if any(environ.get(var) != value for var, value in entry["variables"].items()):
+            return None
+        fields = entry["resolved"]
+        for key in ("identity_files", "user_known_hosts", "global_known_hosts"):
+            fields[key] = tuple(fields[key])
+        return ResolvedSsh(**fields)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store(directory: str, name: str, found: Reading, resolved: ResolvedSsh) -> None:
+    """Keep ``resolved`` under ``name`` (atomically), unless ``found`` says it cannot be kept.
+    A directory that cannot be written only costs the reuse."""
+    if found.why_not is not None:
+        return
+    entry = {"version": _VERSION, **found.as_json(), "resolved": asdict(resolved)}
+    with contextlib.suppress(OSError):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".ssh-g-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump(entry, file)
+            os.replace(temporary, os.path.join(directory, name + ".json"))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
