@@ -21,7 +21,8 @@ once:
   host at once with ``ssh``, starts the agent, sends ``initialize`` and ``session/new``, closes
   its stdin and waits (no probe, no supervisor, no login-proofing);
 - ``remote-acp check host @fleet --no-handshake --json`` (the probe), our inventory file listing
-  the hosts and the lab's ssh_config (``--concurrency`` the fleet's size);
+  the hosts and the lab's ssh_config (``--concurrency`` the fleet's size), as a check runs again
+  (``ssh -G``'s answers kept from the last run) and with nothing kept;
 - the same with the handshake: the scriptable agent started on every host as a session starts it,
   ``initialize``, ``session/new``, teardown;
 - ``ansible all -m ping`` over an INI inventory of the same names, the same ssh_config
@@ -107,6 +108,7 @@ SSH_FANOUT = "ssh true, all at once"
 SSH_DEFAULT_KEX = "ssh true, OpenSSH's default KEX"
 RAW_ACP = "raw ACP handshake over ssh"
 PROBE = "check host --no-handshake"
+PROBE_COLD = "check host --no-handshake, nothing kept"
 HANDSHAKE = "check host (handshake)"
 HANDSHAKE_DEFAULT_KEX = "check host (handshake), OpenSSH's default KEX"
 ANSIBLE = "ansible all -m ping"
@@ -368,7 +370,11 @@ class Fleet:
         ini.write_text("".join(f"{name}\n" for name in names) + f"\n[all:vars]\nansible_user={self.login.user}\n")
         return ours, ini
 
-    def check_host(self, count: int, name: str, *, handshake: bool, config: Path) -> Callable[[], float]:
+    def check_host(
+        self, count: int, name: str, *, handshake: bool, config: Path, cold: bool = False
+    ) -> Callable[[], float]:
+        """``check host`` over the first ``count`` hosts; ``cold``: with an empty cache directory
+        each run, so no ``ssh -G`` answer is kept from the last one."""
         inventory, _ = self.write_inventories(count)
         argv = [
             PY,
@@ -395,7 +401,11 @@ class Fleet:
         self.latencies[(count, name)] = []
 
         def run() -> float:
-            elapsed, stdout = timed(argv, env=self.env, cwd=self.root)
+            env = self.env
+            if cold:
+                shutil.rmtree(self.root / "cold-cache", ignore_errors=True)
+                env = {**env, "REMOTE_ACP_CACHE_DIR": str(self.root / "cold-cache")}
+            elapsed, stdout = timed(argv, env=env, cwd=self.root)
             hosts = [json.loads(line) for line in stdout.splitlines() if line.strip()]
             bad = [h for h in hosts if h["verdict"] != "ready" or h["handshake"] is not handshake]
             if len(hosts) != count or bad:
@@ -616,6 +626,7 @@ def measure(args: argparse.Namespace, fleet: Fleet, size: int) -> dict[str, list
         SSH_DEFAULT_KEX: fleet.ssh_fan_out(size, fleet.lab.config),
         RAW_ACP: fleet.raw_handshake(size),
         PROBE: fleet.check_host(size, PROBE, handshake=False, config=fleet.config),
+        PROBE_COLD: fleet.check_host(size, PROBE_COLD, handshake=False, config=fleet.config, cold=True),
         HANDSHAKE: fleet.check_host(size, HANDSHAKE, handshake=True, config=fleet.config),
         HANDSHAKE_DEFAULT_KEX: fleet.check_host(size, HANDSHAKE_DEFAULT_KEX, handshake=True, config=fleet.lab.config),
     }
@@ -640,6 +651,7 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
         SSH_DEFAULT_KEX,
         RAW_ACP,
         PROBE,
+        PROBE_COLD,
         HANDSHAKE,
         HANDSHAKE_DEFAULT_KEX,
         ANSIBLE,
@@ -659,6 +671,7 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
             fmt_s(m[SSH_DEFAULT_KEX]),
             fmt_s(m[RAW_ACP]),
             fmt_s(m[PROBE]),
+            fmt_s(m[PROBE_COLD]),
             fmt_s(m[HANDSHAKE]),
             fmt_s(m[HANDSHAKE_DEFAULT_KEX]),
             fmt_s(ans) if ANSIBLE in m else "-",
