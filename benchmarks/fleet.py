@@ -326,7 +326,7 @@ class Fleet:
         self.config.write_text(f"{lab.config.read_text()}\nHost *\n  KexAlgorithms {self.kex}\n")
         self.control_dir = root / "cp"  # Ansible's ControlPath directory: its masters name it
         self.control_dir.mkdir()
-        for sub in ("ansible-home", "ansible-local", "cache", "state"):
+        for sub in ("ansible-home", "ansible-local", "cache", "state", "cold"):
             (root / sub).mkdir()
         (root / "ansible.cfg").write_text("")  # no ansible.cfg of the user's or the system's applies
         self.latencies: dict[tuple[int, str], list[float]] = {}  # per host, from check host's JSON
@@ -402,9 +402,9 @@ class Fleet:
 
         def run() -> float:
             env = self.env
-            if cold:
-                shutil.rmtree(self.root / "cold-cache", ignore_errors=True)
-                env = {**env, "REMOTE_ACP_CACHE_DIR": str(self.root / "cold-cache")}
+            if cold:  # (a directory of its own: the root's listing is part of what is kept)
+                shutil.rmtree(self.root / "cold" / "cache", ignore_errors=True)
+                env = {**env, "REMOTE_ACP_CACHE_DIR": str(self.root / "cold" / "cache")}
             elapsed, stdout = timed(argv, env=env, cwd=self.root)
             hosts = [json.loads(line) for line in stdout.splitlines() if line.strip()]
             bad = [h for h in hosts if h["verdict"] != "ready" or h["handshake"] is not handshake]

@@ -1,9 +1,11 @@
 """``ssh -G``'s answers kept on disk, each valid only while what ssh read to give it is unchanged.
 
-A probe asks ``ssh -G`` what ``ssh`` would use for a host (:mod:`hostinv.sshopts`): about 10 ms
-of CPU a host, nearly all of it ssh's own start, so half a second for fifty hosts and ten for a
-thousand, every check. The answer depends only on the command line, the files ssh read, the
-variables they name, who and where we are, and ssh itself. So it is kept, and reused while:
+A probe asks ``ssh -G`` what ``ssh`` would use for a host (:mod:`hostinv.sshopts`), and a
+session over ssh asks it which host key policy the user's config sets: about 10 ms of CPU each,
+nearly all of it ssh's own start, so half a second for fifty hosts and ten for a thousand, every
+check. The answer (``ssh -G``'s output, kept as it printed it) depends only on the command line,
+the files ssh read, the variables they name, who and where we are, and ssh itself. So it is
+kept, and reused while:
 
 - the command line, the ssh binary (path, size, modification time), the user id, ``$HOME``, the
   working directory and the host name (``%l``) are the same (they make the entry's name);
@@ -29,18 +31,25 @@ import os
 import re
 import socket
 import tempfile
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Final
-
-from .sshopts import ResolvedSsh
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["SYSTEM_CONFIG", "Reading", "config_files_read", "entry_name", "lookup", "reading", "store"]
+__all__ = [
+    "SYSTEM_CONFIG",
+    "Reading",
+    "config_files_read",
+    "default_files",
+    "entry_name",
+    "lookup",
+    "reading",
+    "store",
+    "verbose",
+]
 
 SYSTEM_CONFIG: Final = "/etc/ssh/ssh_config"
-_VERSION: Final = 1
+_VERSION: Final = 2
 _READ_LINE: Final = re.compile(r"^debug\d: Reading configuration data (.+)$", re.MULTILINE)
 _INCLUDE: Final = re.compile(r"^\s*include\s*[=\s]\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 _DYNAMIC_MATCH: Final = re.compile(
@@ -51,6 +60,19 @@ _VARIABLE: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _GLOB: Final = frozenset("*?[%$")
 _RACY_NS: Final = 2_000_000_000
 """How close to the run a modification makes a file suspect (coarse file system clocks)."""
+
+
+def verbose(argv: Sequence[str]) -> list[str]:
+    """``argv`` (``ssh -G ...``) with ``-v``, so that ssh names the files it reads on stderr."""
+    return [argv[0], "-v", *argv[1:]]
+
+
+def default_files(config: str | None, home: str) -> list[str]:
+    """The files ssh looks for whether or not they exist: ``-F``'s (none for ``-F none``), else
+    the user's and the system's."""
+    if config is None:
+        return [f"{home}/.ssh/config", SYSTEM_CONFIG]
+    return [] if config.lower() == "none" else [config]
 
 
 def config_files_read(stderr: str) -> list[str]:
@@ -173,8 +195,9 @@ def entry_name(argv: Sequence[str], ssh: str, *, environ: Mapping[str, str]) -> 
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:40]
 
 
-def lookup(directory: str, name: str, environ: Mapping[str, str]) -> ResolvedSsh | None:
-    """The kept answer named ``name``, if what it depends on is unchanged; else ``None``."""
+def lookup(directory: str, name: str, environ: Mapping[str, str]) -> str | None:
+    """The kept answer (``ssh -G``'s output) named ``name``, if what it depends on is unchanged;
+    else ``None``."""
     try:
         with open(os.path.join(directory, name + ".json"), encoding="utf-8") as file:
             entry = json.load(file)
@@ -186,20 +209,18 @@ def lookup(directory: str, name: str, environ: Mapping[str, str]) -> ResolvedSsh
             return None
         if any(environ.get(var) != value for var, value in entry["variables"].items()):
             return None
-        fields = entry["resolved"]
-        for key in ("identity_files", "user_known_hosts", "global_known_hosts"):
-            fields[key] = tuple(fields[key])
-        return ResolvedSsh(**fields)
+        answer = entry["answer"]
+        return answer if isinstance(answer, str) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def store(directory: str, name: str, found: Reading, resolved: ResolvedSsh) -> None:
-    """Keep ``resolved`` under ``name`` (atomically), unless ``found`` says it cannot be kept.
-    A directory that cannot be written only costs the reuse."""
+def store(directory: str, name: str, found: Reading, answer: str) -> None:
+    """Keep ``answer`` (``ssh -G``'s output) under ``name`` (atomically), unless ``found`` says it
+    cannot be kept. A directory that cannot be written only costs the reuse."""
     if found.why_not is not None:
         return
-    entry = {"version": _VERSION, **found.as_json(), "resolved": asdict(resolved)}
+    entry = {"version": _VERSION, **found.as_json(), "answer": answer}
     with contextlib.suppress(OSError):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".ssh-g-")

@@ -190,11 +190,9 @@ def test_a_default_config_file_that_appears_invalidates_the_answer(tmp_path: Pat
     user_config = tmp_path / "home" / ".ssh" / "config"
     found = resolve_cache.reading([], [str(user_config)], home=str(tmp_path / "home"), environ={}, since_ns=0)
     assert found.files == {str(user_config): "absent"} and found.why_not is None
-    from hostinv.sshopts import ResolvedSsh
-
-    resolved = ResolvedSsh(hostname="192.0.2.7", port=22, user="deploy")
-    resolve_cache.store(str(tmp_path / "cache"), "entry", found, resolved)
-    assert resolve_cache.lookup(str(tmp_path / "cache"), "entry", {}) == resolved
+    answer = "hostname 192.0.2.7\nport 22\nuser deploy\n"
+    resolve_cache.store(str(tmp_path / "cache"), "entry", found, answer)
+    assert resolve_cache.lookup(str(tmp_path / "cache"), "entry", {}) == answer
     user_config.parent.mkdir(parents=True)
     user_config.write_text("Host *\n  Port 2222\n")
     assert resolve_cache.lookup(str(tmp_path / "cache"), "entry", {}) is None

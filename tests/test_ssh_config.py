@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import shutil
 import subprocess
+import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -291,3 +293,33 @@ def test_prepare_reports_a_cache_directory_it_cannot_use(tmp_path: Path, monkeyp
         prepare(SshTarget("build", environ=environ_with(tmp_path / "bin")), ["agent"], "/srv/ws")
     assert info.value.message.startswith(f"cannot write an ssh config under {tmp_path / 'a-file' / 'ssh'}: ")
     assert info.value.message.endswith("(set REMOTE_ACP_CACHE_DIR to a writable directory)")
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's ssh")
+def test_the_policy_is_asked_of_ssh_once_while_the_users_config_is_unchanged(tmp_path: Path) -> None:
+    real = shutil.which("ssh")
+    log = tmp_path / "runs.log"
+    ssh = tmp_path / "ssh"
+    ssh.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec {real} "$@"\n')
+    ssh.chmod(0o755)
+    old = time.time() - 3600  # a file changed just before a run is never trusted with its answer
+    (tmp_path / "conf").mkdir()
+    user = tmp_path / "conf" / "user_config"
+    user.write_text("Host strict\n  StrictHostKeyChecking ask\n")
+    config = write_fallback_config(fallback_config_text(str(user), home="/nonexistent"), tmp_path / "configs")
+    for path in (ssh, user, config, user.parent):  # the included file's directory is checked too
+        os.utime(path, (old, old))
+    cache = str(tmp_path / "ssh-g")
+    environ = {"PATH": os.defpath}
+
+    def policy(host: str) -> str | None:
+        return anyio.run(
+            functools.partial(effective_host_key_policy, cache=cache), str(ssh), Destination(host), str(config), environ
+        )
+
+    assert [policy("strict"), policy("strict"), policy("other")] == ["ask", "ask", "accept-new"]
+    assert log.read_text().count("run") == 2  # strict once, other once
+    user.write_text("Host strict\n  StrictHostKeyChecking no\n")  # the included file, edited
+    os.utime(user, (old, old))
+    assert policy("strict") == "no"
+    assert log.read_text().count("run") == 3

@@ -133,7 +133,9 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
     assert spec.env == environ  # the local ssh's own environment, untouched
 
     logged = (tmp_path / "bin" / "ssh-argv.log").read_text()
-    assert host_runs(tmp_path / "bin" / "ssh-argv.log") == ["-F", str(config), "-G", "-p", "2222", "--", "user@build"]
+    # -v: ssh names the files it read, which decide how long its answer may be kept.
+    runs = host_runs(tmp_path / "bin" / "ssh-argv.log")
+    assert runs == ["-v", "-F", str(config), "-G", "-p", "2222", "--", "user@build"]
     for value in SECRETS.values():
         assert value not in logged
 

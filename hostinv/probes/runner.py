@@ -324,8 +324,8 @@ async def _resolve(
         name = resolve_cache.entry_name(argv, shutil.which("ssh") or "ssh", environ=os.environ)
         kept = resolve_cache.lookup(cache, name, os.environ)
         if kept is not None:
-            return kept
-        argv = [argv[0], "-v", *argv[1:]]  # -v: ssh names the files it reads
+            return parse_ssh_g(kept)
+        argv = resolve_cache.verbose(argv)
     started = time.time_ns()
     process = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -341,16 +341,18 @@ async def _resolve(
     if process.returncode != 0:
         lines = [line for line in said.splitlines() if line.strip() and not line.startswith(_SSH_CHATTER)]
         raise _ResolveError(lines[0] if lines else f"ssh -G exited {process.returncode}")  # the first says why
-    resolved = parse_ssh_g(out.decode(errors="replace"))
+    answer = out.decode(errors="replace")
+    resolved = parse_ssh_g(answer)
     if cache is not None:
-        config = settings.ssh_config
         home = _home()
-        candidates = [f"{home}/.ssh/config", resolve_cache.SYSTEM_CONFIG] if config is None else [config]
-        read = resolve_cache.config_files_read(said)
         found = resolve_cache.reading(
-            read, [] if config == "none" else candidates, home=home, environ=os.environ, since_ns=started
+            resolve_cache.config_files_read(said),
+            resolve_cache.default_files(settings.ssh_config, home),
+            home=home,
+            environ=os.environ,
+            since_ns=started,
         )
-        resolve_cache.store(cache, name, found, resolved)
+        resolve_cache.store(cache, name, found, answer)
     return resolved
 
 

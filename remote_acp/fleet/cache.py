@@ -16,12 +16,13 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hostinv.probes import ProbeReport, Verdict
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hostinv import Host
 
     from .report import ProbeResult
@@ -33,24 +34,16 @@ _TUPLES = ("load", "unavailable", "invalid")
 
 def probe_cache_dir() -> Path:
     """``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``."""
-    return _cache_base() / "probes"
+    from ..targets.ssh_config import cache_base
+
+    return cache_base() / "probes"
 
 
 def resolve_cache_dir() -> Path:
-    """Where probes keep ``ssh -G``'s answers (:mod:`hostinv.resolve_cache`): ``ssh-g`` beside
-    :func:`probe_cache_dir`."""
-    return _cache_base() / "ssh-g"
+    """Where probes keep ``ssh -G``'s answers (:mod:`hostinv.resolve_cache`), as sessions do."""
+    from ..targets.ssh_config import ssh_g_cache_dir
 
-
-def _cache_base() -> Path:
-    from ..targets.ssh_config import CACHE_DIR_VARIABLE
-
-    override = os.environ.get(CACHE_DIR_VARIABLE)
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return platformdirs.user_cache_path("remote-acp")
+    return ssh_g_cache_dir()
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ from .ssh_config import (
     fallback_config_dir,
     fallback_config_text,
     login_home,
+    ssh_g_cache_dir,
     write_fallback_config,
 )
 from .ssh_errors import ssh_exit_error, ssh_ready_error
@@ -315,7 +316,7 @@ class SshTarget:
                     "host key checking is off for this session: a changed host key will not stop it",
                     extra={"host": destination.label},
                 )
-        elif await effective_host_key_policy(ssh, destination, config, environ) == "no":
+        elif await effective_host_key_policy(ssh, destination, config, environ, cache=str(ssh_g_cache_dir())) == "no":
             log.warning(
                 "the ssh_config turns host key checking off for this host: a changed host key will not stop "
                 "the session",

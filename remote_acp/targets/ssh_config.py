@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_DIR_VARIABLE",
-    "login_home",
+    "cache_base",
     "effective_host_key_policy",
     "fallback_config_dir",
     "fallback_config_text",
+    "login_home",
+    "ssh_g_cache_dir",
     "write_fallback_config",
 ]
 
@@ -88,12 +90,23 @@ def login_home() -> str:
 def fallback_config_dir() -> Path:
     """Where generated ssh_configs are kept: ``$REMOTE_ACP_CACHE_DIR/ssh``, else the platformdirs
     user cache directory's ``ssh``."""
+    return cache_base() / "ssh"
+
+
+def ssh_g_cache_dir() -> Path:
+    """Where ``ssh -G``'s answers are kept (:mod:`hostinv.resolve_cache`), for sessions and probes
+    alike: ``ssh-g`` in the cache directory."""
+    return cache_base() / "ssh-g"
+
+
+def cache_base() -> Path:
+    """``$REMOTE_ACP_CACHE_DIR``, else the platformdirs user cache directory of remote-acp."""
     override = os.environ.get(CACHE_DIR_VARIABLE)
     if override:
-        return Path(override) / "ssh"
+        return Path(override)
     import platformdirs
 
-    return platformdirs.user_cache_path("remote-acp") / "ssh"
+    return platformdirs.user_cache_path("remote-acp")
 
 
 def write_fallback_config(text: str, directory: Path) -> Path:
@@ -139,7 +152,12 @@ def write_fallback_config(text: str, directory: Path) -> Path:
 
 
 async def effective_host_key_policy(
-    ssh: str, destination: Destination, config: str | None, environ: Mapping[str, str]
+    ssh: str,
+    destination: Destination,
+    config: str | None,
+    environ: Mapping[str, str],
+    *,
+    cache: str | None = None,
 ) -> str | None:
     """The StrictHostKeyChecking value ssh would use for this host with ``-F config``, as one of
     ``accept-new``, ``yes``, ``no`` or ``ask``; ``None`` when ``ssh -G`` cannot tell.
@@ -148,23 +166,50 @@ async def effective_host_key_policy(
     and ``no`` or ``off`` as ``false``. It cannot tell a value set explicitly from OpenSSH's default
     (``ask``), which is why our default travels as a fallback in the config file instead
     (:func:`fallback_config_text`): with that file, ``ask`` means the user's configuration set it.
+    ``cache``: a directory where the answer is kept while what ssh read is unchanged
+    (:mod:`hostinv.resolve_cache`, shared with the probes).
     """
     import subprocess
+    import time
 
     import anyio
+
+    from hostinv import resolve_cache
 
     argv = [ssh, *(["-F", config] if config is not None else []), "-G"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]
     argv += ["--", destination.host]
-    try:
-        with anyio.fail_after(5):
-            done = await anyio.run_process(argv, check=False, env=dict(environ), stdin=subprocess.DEVNULL)
-    except (OSError, TimeoutError):
-        return None
-    if done.returncode != 0:
-        return None  # ssh itself will report the problem, with its own words, on connect
-    for line in done.stdout.decode(errors="replace").splitlines():
+    answer = name = None
+    if cache is not None:
+        name = resolve_cache.entry_name(argv, ssh, environ=environ)
+        answer = resolve_cache.lookup(cache, name, environ)
+    if answer is None:
+        started = time.time_ns()
+        try:
+            with anyio.fail_after(5):
+                done = await anyio.run_process(
+                    argv if name is None else resolve_cache.verbose(argv),
+                    check=False,
+                    env=dict(environ),
+                    stdin=subprocess.DEVNULL,
+                )
+        except (OSError, TimeoutError):
+            return None
+        if done.returncode != 0:
+            return None  # ssh itself will report the problem, with its own words, on connect
+        answer = done.stdout.decode(errors="replace")
+        if cache is not None and name is not None:
+            home = login_home()
+            found = resolve_cache.reading(
+                resolve_cache.config_files_read(done.stderr.decode(errors="replace")),
+                resolve_cache.default_files(config, home),
+                home=home,
+                environ=environ,
+                since_ns=started,
+            )
+            resolve_cache.store(cache, name, found, answer)
+    for line in answer.splitlines():
         key, _, value = line.partition(" ")
         if key == "stricthostkeychecking":
             value = value.strip().lower()
