@@ -224,3 +224,28 @@ async def test_keys_in_home_known_hosts_are_not_trusted_when_ssh_would_read_anot
     result = await probe_host(Host(name="lab1"), AGENT, "", settings)
     assert result.verdict is Verdict.HOST_KEY_UNKNOWN, result.message
     assert not known_hosts.exists()
+
+
+async def test_a_known_hosts_file_is_parsed_once_per_run_not_once_per_host(
+    ssh_lab: SshLab, session_user: User, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # asyncssh would parse every key of the file at every connection: over a fleet listing
+    # itself, the square of its size. The runner parses each version of the file once.
+    import asyncssh
+
+    parsed: list[object] = []
+    real = asyncssh.read_known_hosts
+
+    def counted(files: object) -> object:
+        parsed.append(files)
+        return real(files)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncssh, "read_known_hosts", counted)
+    monkeypatch.setattr(asyncssh.known_hosts, "read_known_hosts", counted)  # what connect uses on a file
+    config, _ = lab_files(ssh_lab, tmp_path, known=[h.known_hosts_line for h in ssh_lab.hosts])
+    hosts = [Host(name=h.alias, user=session_user.name) for h in ssh_lab.hosts]
+    assert len(hosts) >= 3
+    settings = ProbeSettings(ssh_config=str(config), connect_timeout_s=15, command_timeout_s=30)
+    results = await probe_hosts(hosts, AGENT, WORKSPACE, settings, concurrency=8)
+    assert [r.verdict for r in results] == [Verdict.READY] * len(hosts), [r.message for r in results]
+    assert len(parsed) == 1

@@ -378,6 +378,32 @@ def _key_check(resolved: ResolvedSsh, settings: ProbeSettings) -> HostKeyCheck:
     )
 
 
+_KNOWN_HOSTS: dict[tuple[tuple[str, int, int, int], ...], Any] = {}
+_KNOWN_HOSTS_KEPT = 8
+
+
+def _known_hosts(paths: Sequence[str]) -> Any:
+    """The known_hosts files at ``paths``, parsed once while they are unchanged.
+
+    asyncssh parses the files it is given at every connection: over a fleet that is every key of
+    a known_hosts listing the fleet, once per host (a thousand hosts, a million keys). A file a
+    probe appends a key to (``accept-new``) changes size, so the next connection reads it anew."""
+    versions = []
+    try:
+        for path in paths:
+            info = os.stat(path)
+            versions.append((path, info.st_ino, info.st_size, info.st_mtime_ns))
+    except OSError:
+        return list(paths)  # asyncssh reads them itself and says what is wrong
+    key = tuple(versions)
+    parsed = _KNOWN_HOSTS.get(key)
+    if parsed is None:
+        if len(_KNOWN_HOSTS) >= _KNOWN_HOSTS_KEPT:
+            _KNOWN_HOSTS.clear()
+        parsed = _KNOWN_HOSTS[key] = _asyncssh().read_known_hosts(list(paths))
+    return parsed
+
+
 async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSettings, tunnel: Any) -> Any:
     asyncssh = _asyncssh()
     keys = existing(resolved.identity_files)
@@ -390,7 +416,7 @@ async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSe
         config=None,  # resolved by ssh -G already; asyncssh would read ~/.ssh/config again
         client_factory=_client_factory(check),
         # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
-        known_hosts=list(check.read_files) or asyncssh.import_known_hosts(""),
+        known_hosts=_known_hosts(check.read_files) if check.read_files else asyncssh.import_known_hosts(""),
         host_key_alias=resolved.host_key_alias,
         client_keys=keys,
         ignore_encrypted=True,
