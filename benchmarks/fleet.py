@@ -432,12 +432,8 @@ class Fleet:
         self.connected[count] = []
 
         def run() -> float:
-            elapsed, stdout = timed(argv, env=self.env, cwd=REPO)
-            result: dict[str, Any] = json.loads(stdout.splitlines()[-1])
-            if result["ok"] != count:
-                raise RuntimeError(f"the fan-out reached {result['ok']} of {count} hosts: {result['failed'][:2]}")
+            elapsed, result = self.run_fanout(argv, count, "the fan-out")
             self.connected[count].append(result["connected_s"])
-            self.settle()
             return elapsed
 
         return run
@@ -499,14 +495,19 @@ class Fleet:
         ]
 
         def run() -> float:
-            elapsed, stdout = timed(argv, env=self.env, cwd=REPO)
-            result: dict[str, Any] = json.loads(stdout.splitlines()[-1])
-            if result["ok"] != count:
-                raise RuntimeError(f"the raw handshake reached {result['ok']} of {count} hosts: {result['failed'][:2]}")
-            self.settle()
-            return elapsed
+            return self.run_fanout(argv, count, "the bare handshake")[0]
 
         return run
+
+    def run_fanout(self, argv: Sequence[str], count: int, what: str) -> tuple[float, dict[str, Any]]:
+        """Run one of the fan-out scripts (its last line: ``{"ok": N, "failed": [...]}``), which
+        must reach all ``count`` hosts; then settle. Wall time and the script's result."""
+        elapsed, stdout = timed(argv, env=self.env, cwd=REPO)
+        result: dict[str, Any] = json.loads(stdout.splitlines()[-1])
+        if result["ok"] != count:
+            raise RuntimeError(f"{what} reached {result['ok']} of {count} hosts: {result['failed'][:2]}")
+        self.settle()
+        return elapsed, result
 
     def ansible_ping(self, count: int) -> Callable[[], float]:
         assert self.ansible_exe is not None
