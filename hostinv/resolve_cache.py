@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import socket
 import tempfile
 from typing import TYPE_CHECKING, Any, Final
@@ -110,13 +111,6 @@ def _listing(path: str) -> str:
     return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _changed_since(path: str, since_ns: int) -> bool:
-    try:
-        return os.stat(path).st_mtime_ns >= since_ns - _RACY_NS
-    except FileNotFoundError:
-        return False
-
-
 def reading(
     read: Sequence[str],
     candidates: Iterable[str],
@@ -132,6 +126,7 @@ def reading(
     A file or directory modified since shortly before the run may have changed between ssh's
     reading and ours: the answer is then not kept (the next run keeps it)."""
     found = Reading()
+    read_now = set(read)
     for path in (*candidates, *read):
         if path in found.files:
             continue
@@ -142,6 +137,9 @@ def reading(
                     return found
                 data = file.read(1 << 20)
         except FileNotFoundError:
+            if path in read_now:  # ssh read it a moment ago: it went meanwhile
+                found.why_not = f"{path} went while ssh read it"
+                return found
             found.files[path] = "absent"
             continue
         except OSError as exc:
@@ -155,29 +153,47 @@ def reading(
         for name in _VARIABLE.findall(text):
             found.variables[name] = environ.get(name)
         for line in _INCLUDE.findall(text):
-            for pattern in line.split():
-                pattern = pattern.strip("\"'")
-                if pattern.startswith("~/"):
-                    pattern = home + pattern[1:]
-                directory = os.path.dirname(pattern)
-                if _GLOB & set(directory):
-                    found.why_not = f"{path} includes {pattern}, whose directory is a pattern"
-                    return found
-                # Relative: under ~/.ssh from a user's file, /etc/ssh from the system's.
-                bases = (
-                    [directory]
-                    if directory.startswith("/")
-                    else [
-                        os.path.join(home, ".ssh", directory),
-                        os.path.join("/etc/ssh", directory),
-                    ]
-                )
-                for base in bases:
-                    if _changed_since(base, since_ns):
-                        found.why_not = f"{base} changed while ssh read it"
+            directories = _include_dirs(line, home)
+            if directories is None:
+                found.why_not = f"{path} has an Include whose directory is a pattern or cannot be read: {line}"
+                return found
+            for directory in directories:
+                try:
+                    if os.stat(directory).st_mtime_ns >= since_ns - _RACY_NS:
+                        found.why_not = f"{directory} changed while ssh read it"
                         return found
-                    found.directories[os.path.normpath(base)] = _listing(base)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    found.why_not = f"{directory}: {exc.strerror}"
+                    return found
+                try:
+                    found.directories[directory] = _listing(directory)
+                except OSError as exc:
+                    found.why_not = f"{directory}: {exc.strerror}"
+                    return found
     return found
+
+
+def _include_dirs(line: str, home: str) -> list[str] | None:
+    """The directories an ``Include`` line's patterns look in; ``None`` when one cannot be told
+    (a pattern, a token or a variable in a directory part, quoting ssh would read otherwise)."""
+    try:
+        patterns = shlex.split(line)
+    except ValueError:
+        return None
+    directories: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith("~/"):
+            pattern = home + pattern[1:]
+        directory = os.path.dirname(pattern)
+        if _GLOB & set(directory) or "\\" in directory:
+            return None
+        if directory.startswith("/"):
+            directories.append(os.path.normpath(directory))
+        else:  # relative: under ~/.ssh from a user's file, /etc/ssh from the system's
+            directories += [os.path.normpath(os.path.join(base, directory)) for base in (f"{home}/.ssh", "/etc/ssh")]
+    return directories
 
 
 def entry_name(argv: Sequence[str], ssh: str, *, environ: Mapping[str, str]) -> str:

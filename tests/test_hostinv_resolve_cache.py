@@ -211,3 +211,36 @@ def test_the_files_ssh_read_are_taken_from_its_verbose_lines() -> None:
         "/etc/ssh/ssh_config",
         "/etc/ssh/ssh_config.d/my config.conf",
     ]
+
+
+async def test_an_included_directory_with_a_space_in_its_name_is_watched(tmp_path: Path, counted: Path) -> None:
+    included = tmp_path / "my conf.d"
+    included.mkdir()
+    config = write(tmp_path / "config", f'Include "{included}/*.conf"\nHost web\n  User first\n')
+    aged(included)
+    settings = ProbeSettings(ssh_config=str(config), resolve_cache=str(tmp_path / "cache"))
+    assert (await _resolve("web", settings)).user == "first"
+    assert (await _resolve("web", settings)).user == "first"
+    assert runs(counted) == 1
+    write(included / "a.conf", "Host web\n  User second\n")
+    aged(included)
+    assert (await _resolve("web", settings)).user == "second"
+    assert runs(counted) == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "directories"),
+    [
+        ("/etc/ssh/ssh_config.d/*.conf", ["/etc/ssh/ssh_config.d"]),
+        ("~/.ssh/conf.d/*", ["/home/u/.ssh/conf.d"]),
+        ("conf.d/*.conf", ["/home/u/.ssh/conf.d", "/etc/ssh/conf.d"]),
+        ("extra", ["/home/u/.ssh", "/etc/ssh"]),
+        ('"/srv/my conf/*.conf" /etc/a/b', ["/srv/my conf", "/etc/a"]),
+        ("/srv/*/config", None),  # a pattern in the directory: any new directory would count
+        ("/srv/${SITE}/config", None),
+        ("/srv/%u/config", None),
+        ('"/srv/unclosed', None),
+    ],
+)
+def test_the_directories_an_include_looks_in(line: str, directories: list[str] | None) -> None:
+    assert resolve_cache._include_dirs(line, "/home/u") == directories
