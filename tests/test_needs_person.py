@@ -101,11 +101,18 @@ async def test_request_between_turns_ends_the_next_turn_without_a_prompt(workspa
         events: list[Event] = []
         with anyio.fail_after(2):
             second = await s.run_turn("never sent", events.append)
+
+        def answered() -> list[dict[str, object]]:
+            return [m for m in received(record) if m.get("id") == 0 and "method" not in m]
+
+        # The agent records what it reads: wait for our answer while it still runs (on a loaded
+        # machine it may read it after the turn ended, and teardown would stop it first).
+        await wait_until(lambda: bool(answered()))
     assert second.error is not None and second.error.kind is ErrorKind.TURN_INPUT_REQUIRED
     assert NO_REFUSAL_NOTICE in notices(events)  # delivered with the turn it ended
     prompts = [m for m in received(record) if m.get("method") == "session/prompt"]
     assert len(prompts) == 1
-    answer = next(m for m in received(record) if m.get("id") == 0 and "method" not in m)
+    (answer,) = answered()
     assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
 
 
