@@ -5,25 +5,29 @@ inventories (INI and YAML) into one merged view of :class:`Host` models, and res
 selectors fleet commands take (``@group``, ``build-*``, a name, ``user@host:port``).
 
 It knows nothing of the Agent Client Protocol and never imports ``remote_acp``: ``remote_acp``
-builds on it, not the other way round. asyncssh, needed only to probe hosts, is imported where
-a probe runs, so importing ``hostinv`` stays cheap.
+builds on it, not the other way round. The names below are imported on first use: a session
+that only needs :mod:`hostinv.resolve_cache` loads neither pydantic nor YAML, and asyncssh,
+needed only to probe hosts, is imported where a probe runs.
 """
 
 from __future__ import annotations
 
-from .errors import HostinvError, InventoryInvalid, InventoryUnreadable, SelectorInvalid, SelectorUnmatched
-from .inventory import (
-    dump_inventory_yaml,
-    load_ansible,
-    load_inventory,
-    load_ssh_config,
-    merge,
-    parse_ansible,
-    parse_inventory_yaml,
-    parse_ssh_config,
-)
-from .models import DEFAULT_CAPACITY, Host, Inventory
-from .selectors import parse_address, select
+# Not typing.TYPE_CHECKING: importing typing would be much of what ``import hostinv`` costs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .errors import HostinvError, InventoryInvalid, InventoryUnreadable, SelectorInvalid, SelectorUnmatched
+    from .inventory import (
+        dump_inventory_yaml,
+        load_ansible,
+        load_inventory,
+        load_ssh_config,
+        merge,
+        parse_ansible,
+        parse_inventory_yaml,
+        parse_ssh_config,
+    )
+    from .models import DEFAULT_CAPACITY, Host, Inventory
+    from .selectors import parse_address, select
 
 __all__ = (
     "DEFAULT_CAPACITY",
@@ -45,3 +49,39 @@ __all__ = (
     "parse_ssh_config",
     "select",
 )
+
+_HOME = {
+    **dict.fromkeys(
+        ("HostinvError", "InventoryInvalid", "InventoryUnreadable", "SelectorInvalid", "SelectorUnmatched"), "errors"
+    ),
+    **dict.fromkeys(
+        (
+            "dump_inventory_yaml",
+            "load_ansible",
+            "load_inventory",
+            "load_ssh_config",
+            "merge",
+            "parse_ansible",
+            "parse_inventory_yaml",
+            "parse_ssh_config",
+        ),
+        "inventory",
+    ),
+    **dict.fromkeys(("DEFAULT_CAPACITY", "Host", "Inventory"), "models"),
+    **dict.fromkeys(("parse_address", "select"), "selectors"),
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hostinv' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -323,3 +325,22 @@ def test_the_policy_is_asked_of_ssh_once_while_the_users_config_is_unchanged(tmp
     os.utime(user, (old, old))
     assert policy("strict") == "no"
     assert log.read_text().count("run") == 3
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's ssh")
+def test_preparing_a_session_over_ssh_loads_no_inventory_machinery(tmp_path: Path) -> None:
+    # The kept ssh -G answers live in hostinv; a session start must not pay for its inventory
+    # models (pydantic) or YAML to read them.
+    program = (
+        "import json, sys, anyio\n"
+        "from remote_acp.targets.ssh import SshSettings, SshTarget\n"
+        "target = SshTarget('deploy@build.invalid:2222', SshSettings(config_file='none'))\n"
+        "anyio.run(target.prepare, 'agent --acp', '/srv/ws')\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "REMOTE_ACP_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert "hostinv.resolve_cache" in loaded  # the policy's ssh -G went through the kept answers
+    assert [m for m in loaded if m.split(".")[0] in ("pydantic", "yaml") or m == "hostinv.models"] == []
