@@ -34,6 +34,8 @@ import socket
 import tempfile
 from typing import TYPE_CHECKING, Any, Final
 
+from .sshopts import login_home
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
@@ -43,6 +45,7 @@ __all__ = [
     "config_files_read",
     "default_files",
     "entry_name",
+    "keep",
     "lookup",
     "reading",
     "store",
@@ -229,6 +232,26 @@ def lookup(directory: str, name: str, environ: Mapping[str, str]) -> str | None:
         return answer if isinstance(answer, str) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def keep(
+    directory: str,
+    name: str,
+    answer: str,
+    *,
+    stderr: str,
+    config: str | None,
+    environ: Mapping[str, str],
+    since_ns: int,
+) -> None:
+    """Keep ``answer``, the output of ``ssh -G -v`` run with ``-F config`` (``None``: ssh's own
+    files) that started at ``since_ns`` and said ``stderr``, if what it read allows (see
+    :func:`reading` and :func:`store`)."""
+    home = login_home()
+    found = reading(
+        config_files_read(stderr), default_files(config, home), home=home, environ=environ, since_ns=since_ns
+    )
+    store(directory, name, found, answer)
 
 
 def store(directory: str, name: str, found: Reading, answer: str) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "existing",
     "known_hosts_line",
     "known_hosts_name",
+    "login_home",
     "parse_jump",
     "parse_ssh_g",
     "ssh_g_argv",
@@ -95,6 +96,15 @@ def _expand(path: str, home: str) -> str:
     return home + path[1:] if path == "~" or path.startswith("~/") else path
 
 
+def login_home() -> str:
+    """The account's home from the password database, as ssh expands ``~`` (whatever ``$HOME``
+    says); ``$HOME`` only for an account the database does not know."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
+
+
 def parse_ssh_g(text: str, *, home: str | None = None) -> ResolvedSsh:
     """Read ``ssh -G`` output (``keyword value`` lines, keywords in lower case).
 
@@ -104,10 +114,7 @@ def parse_ssh_g(text: str, *, home: str | None = None) -> ResolvedSsh:
     :raises ValueError: when the output lacks a hostname, port or user (not ``ssh -G`` output).
     """
     if home is None:
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except KeyError:
-            home = os.path.expanduser("~")
+        home = login_home()
     single: dict[str, str] = {}
     identities: list[str] = []
     for line in text.splitlines():

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import pwd
 import shlex
 import shutil
 import socket
@@ -344,24 +343,10 @@ async def _resolve(
     answer = out.decode(errors="replace")
     resolved = parse_ssh_g(answer)
     if cache is not None:
-        home = _home()
-        found = resolve_cache.reading(
-            resolve_cache.config_files_read(said),
-            resolve_cache.default_files(settings.ssh_config, home),
-            home=home,
-            environ=os.environ,
-            since_ns=started,
+        resolve_cache.keep(
+            cache, name, answer, stderr=said, config=settings.ssh_config, environ=os.environ, since_ns=started
         )
-        resolve_cache.store(cache, name, found, answer)
     return resolved
-
-
-def _home() -> str:
-    """The account's home, as ssh expands ``~`` (whatever ``$HOME`` says)."""
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return os.path.expanduser("~")
 
 
 class _ResolveError(Exception):

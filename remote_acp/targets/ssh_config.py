@@ -79,12 +79,10 @@ def _config_word(path: str) -> str:
 
 
 def login_home() -> str:
-    import pwd
+    """The account's home, as ssh expands ``~`` (:func:`hostinv.sshopts.login_home`)."""
+    from hostinv.sshopts import login_home as home
 
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return os.path.expanduser("~")
+    return home()
 
 
 def fallback_config_dir() -> Path:
@@ -200,15 +198,8 @@ async def effective_host_key_policy(
             return None  # ssh itself will report the problem, with its own words, on connect
         answer = done.stdout.decode(errors="replace")
         if cache is not None and name is not None:
-            home = login_home()
-            found = resolve_cache.reading(
-                resolve_cache.config_files_read(done.stderr.decode(errors="replace")),
-                resolve_cache.default_files(config, home),
-                home=home,
-                environ=environ,
-                since_ns=started,
-            )
-            resolve_cache.store(cache, name, found, answer)
+            said = done.stderr.decode(errors="replace")
+            resolve_cache.keep(cache, name, answer, stderr=said, config=config, environ=environ, since_ns=started)
     for line in answer.splitlines():
         key, _, value = line.partition(" ")
         if key == "stricthostkeychecking":
