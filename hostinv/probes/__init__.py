@@ -7,6 +7,7 @@ stdin over one channel and hands its stdout to :func:`parse_report`.
 """
 
 from .command import PROBE_COMMAND, REPORT_END, REPORT_HEADER, probe_script
+from .host_keys import HostKeyCheck
 from .parse import (
     NoReportError,
     ProbeReport,
@@ -15,7 +16,7 @@ from .parse import (
     UnsupportedReportError,
     parse_report,
 )
-from .runner import HostKeyCheck, HostProbe, ProbeSettings, judge_connect_error, probe_host, probe_hosts
+from .runner import HostProbe, ProbeSettings, judge_connect_error, probe_host, probe_hosts
 from .verdicts import CONNECTION_VERDICTS, MEANING, SEED_READINESS, Judgement, Verdict, judge_probe_error, judge_report
 
 __all__ = [

@@ -10,8 +10,8 @@ runs :data:`~hostinv.probes.PROBE_COMMAND` with :func:`~hostinv.probes.probe_scr
 and judges the report. Jump hosts (``ProxyJump``, each hop resolved and checked the same way) are
 connections of their own.
 
-Host keys follow ``SshTarget``'s policy. asyncssh trusts the keys the known_hosts files hold for
-the host; a key they do not hold is decided here: when the files hold another key for the host it
+Host keys (:mod:`.host_keys`) follow ``SshTarget``'s policy. asyncssh trusts the keys the known_hosts files hold for
+the host; a key they do not hold is decided by :class:`HostKeyCheck`: when the files hold another key for the host it
 is ``host_key_changed`` (refused, with the exact ``ssh-keygen -R`` line), else under ``yes``
 ``host_key_unknown``, and under ``accept-new`` the key is appended to the first
 ``UserKnownHostsFile`` as ssh would (hashed when ``HashKnownHosts`` says so), so a later ``ssh``
@@ -37,12 +37,13 @@ import shutil
 import socket
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import resolve_cache
-from ..sshopts import ResolvedSsh, existing, known_hosts_line, parse_jump, parse_ssh_g, ssh_g_argv
+from ..sshopts import ResolvedSsh, existing, parse_jump, parse_ssh_g, ssh_g_argv
 from .command import PROBE_COMMAND, probe_script
+from .host_keys import HostKeyCheck, keygen_fix, parsed_known_hosts
 from .parse import ProbeReport, ProbeReportError, parse_report
 from .verdicts import Judgement, Verdict, judge_probe_error, judge_report
 
@@ -109,69 +110,6 @@ class HostProbe:
         return self.verdict is Verdict.READY
 
 
-@dataclass(slots=True)
-class HostKeyCheck:
-    """The decision on a key known_hosts does not hold for a host, and what was decided.
-
-    ``outcome``: ``None`` until asked; ``"added"``, ``"unknown"`` or ``"changed"`` after.
-    ``found_in``: for ``changed``, the file holding the other key."""
-
-    resolved: ResolvedSsh
-    policy: Literal["accept-new", "yes"]
-    read_files: tuple[str, ...]
-    write_file: str | None
-    outcome: str | None = None
-    found_in: str | None = None
-    added_line: str | None = field(default=None, repr=False)
-
-    def decide(self, addr: str, key_type: str, key_b64: str, holds_key: Callable[[str], bool]) -> bool:
-        """Whether to trust a key the files do not hold; ``holds_key(file)``: whether ``file``
-        holds any key (or CA) for this host."""
-        for path in self.read_files:
-            if holds_key(path):
-                self.outcome, self.found_in = "changed", path
-                return False
-        if self.policy != "accept-new" or self.write_file is None:
-            self.outcome = "unknown"
-            return False
-        line = known_hosts_line(
-            self.resolved.known_hosts_name, key_type, key_b64, hashed=self.resolved.hash_known_hosts
-        )
-        try:
-            _append_line(self.write_file, line)
-        except OSError:
-            self.outcome = "unknown"
-            return False
-        self.outcome, self.added_line = "added", line
-        return True
-
-
-def _append_line(path: str, line: str) -> None:
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        lead = ""
-        if size:
-            with open(path, "rb") as existing_file:
-                existing_file.seek(size - 1)
-                lead = "" if existing_file.read(1) == b"\n" else "\n"
-        os.write(fd, (lead + line).encode())  # one write with O_APPEND: lines from parallel probes do not mix
-    finally:
-        os.close(fd)
-
-
-def _keygen_fix(check: HostKeyCheck) -> str:
-    name = check.resolved.known_hosts_name
-    where = check.found_in or (check.read_files[0] if check.read_files else "~/.ssh/known_hosts")
-    return (
-        f"if the host was reinstalled and you trust its new key: ssh-keygen -f {shlex.quote(where)} "
-        f"-R {shlex.quote(name)}; then probe again"
-    )
-
-
 def _mask(text: str, limit: int = 300) -> str:
     text = "".join(c if c.isprintable() or c == " " else " " for c in text.replace("\n", " | "))
     return text.strip()[-limit:]
@@ -197,7 +135,7 @@ def judge_connect_error(
             Verdict.HOST_KEY_CHANGED,
             f"{destination} ({key_check.resolved.known_hosts_name}) offered a host key other than the one "
             f"{key_check.found_in} holds for it: a reinstalled host, or someone in between; refused",
-            _keygen_fix(key_check),
+            keygen_fix(key_check),
         )
     if key_check is not None and key_check.outcome == "unknown":
         target = key_check.write_file or "~/.ssh/known_hosts"
@@ -363,32 +301,6 @@ def _key_check(resolved: ResolvedSsh, settings: ProbeSettings) -> HostKeyCheck:
     )
 
 
-_KNOWN_HOSTS: dict[tuple[tuple[str, int, int, int], ...], Any] = {}
-_KNOWN_HOSTS_KEPT = 8
-
-
-def _known_hosts(paths: Sequence[str]) -> Any:
-    """The known_hosts files at ``paths``, parsed once while they are unchanged.
-
-    asyncssh parses the files it is given at every connection: over a fleet that is every key of
-    a known_hosts listing the fleet, once per host (a thousand hosts, a million keys). A file a
-    probe appends a key to (``accept-new``) changes size, so the next connection reads it anew."""
-    versions = []
-    try:
-        for path in paths:
-            info = os.stat(path)
-            versions.append((path, info.st_ino, info.st_size, info.st_mtime_ns))
-    except OSError:
-        return list(paths)  # asyncssh reads them itself and says what is wrong
-    key = tuple(versions)
-    parsed = _KNOWN_HOSTS.get(key)
-    if parsed is None:
-        if len(_KNOWN_HOSTS) >= _KNOWN_HOSTS_KEPT:
-            _KNOWN_HOSTS.clear()
-        parsed = _KNOWN_HOSTS[key] = _asyncssh().read_known_hosts(list(paths))
-    return parsed
-
-
 async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSettings, tunnel: Any) -> Any:
     asyncssh = _asyncssh()
     keys = existing(resolved.identity_files)
@@ -401,7 +313,9 @@ async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSe
         config=None,  # resolved by ssh -G already; asyncssh would read ~/.ssh/config again
         client_factory=_client_factory(check),
         # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
-        known_hosts=_known_hosts(check.read_files) if check.read_files else asyncssh.import_known_hosts(""),
+        known_hosts=parsed_known_hosts(check.read_files, asyncssh.read_known_hosts)
+        if check.read_files
+        else asyncssh.import_known_hosts(""),
         host_key_alias=resolved.host_key_alias,
         client_keys=keys,
         ignore_encrypted=True,
