@@ -305,25 +305,72 @@ def test_a_hostile_path_cannot_forge_a_key(tmp_path: Path) -> None:
     assert "\nos=Evil" not in out
 
 
+KERNEL_FILES = (
+    "/proc/sys/kernel/ostype",
+    "/proc/sys/kernel/osrelease",
+    "/proc/sys/kernel/arch",
+    "/sys/devices/system/cpu/online",
+)
+
+
+def _hiding_kernel_files() -> list[str]:
+    """A prefix that runs the probe in a mount namespace of its own where the kernel files the
+    probe reads first read empty: a host where only the tools can answer."""
+    unshare, mount = shutil.which("unshare"), shutil.which("mount")
+    if os.geteuid() != 0 or not unshare or not mount:
+        pytest.skip("hiding /proc and /sys files needs root, unshare and mount")
+    hide = (
+        f'for f do shift; [ "$f" = -- ] && break; [ ! -e "$f" ] || {mount} --bind /dev/null "$f" || exit 1; done; '
+        'exec "$@"'
+    )
+    return [unshare, "--mount", "--propagation", "private", "/bin/sh", "-c", hide, "hide", *KERNEL_FILES, "--"]
+
+
+def test_the_kernel_answers_without_a_tool(tmp_path: Path) -> None:
+    # No tool at all: /proc and /sys still say what the OS, kernel, arch and cores are.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    report, _ = run_probe("agent", str(tmp_path), path=str(empty), home=tmp_path, login_shell="")
+    uname = os.uname()
+    assert (report.os, report.kernel) == (uname.sysname, uname.release)
+    assert report.arch == (uname.machine if Path("/proc/sys/kernel/arch").exists() else None)
+    assert report.cores == os.cpu_count() and report.cores_from == "online"
+    assert report.agent_found is False and report.login == "no_shell"
+    assert "disk_free" in report.unavailable and report.workspace == "dir"
+
+
 def test_a_host_without_getconf_df_or_setsid(tmp_path: Path) -> None:
-    # Only uname and sleep: cores come from /proc/cpuinfo, free disk is reported unavailable.
+    # The kernel files read empty and only uname and sleep exist: cores come from /proc/cpuinfo,
+    # the OS from uname, free disk is reported unavailable.
     tools = _tool_dir(tmp_path, ["uname", "sleep"])
     bin_dir = tmp_path / "bin"
     _script(bin_dir / "agent", "echo agent 2.0\n")
-    report, _ = run_probe("agent", str(tmp_path), path=f"{bin_dir}:{tools}", home=tmp_path)
+    report, _ = run_probe(
+        "agent", str(tmp_path), path=f"{bin_dir}:{tools}", home=tmp_path, prefix=_hiding_kernel_files()
+    )
+    uname = os.uname()
+    assert (report.os, report.arch, report.kernel) == (uname.sysname, uname.machine, uname.release)
     assert report.cores == os.cpu_count() and report.cores_from == "cpuinfo"
     assert report.disk_free_kib is None and report.unavailable == ("disk_free",)
-    assert report.agent_version == "agent 2.0" and report.os
+    assert report.agent_version == "agent 2.0"
+
+
+def test_cores_from_getconf_when_the_kernel_list_is_unreadable(tmp_path: Path) -> None:
+    report, _ = run_probe("sh", str(tmp_path), path=SYSTEM_PATH, home=tmp_path, prefix=_hiding_kernel_files())
+    assert report.cores == os.cpu_count() and report.cores_from == "getconf"
+    assert report.os == os.uname().sysname and report.unavailable == ()
 
 
 def test_a_host_with_no_tools_at_all(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    report, _ = run_probe("agent", str(tmp_path), path=str(empty), home=tmp_path, login_shell="")
+    report, _ = run_probe(
+        "agent", str(tmp_path), path=str(empty), home=tmp_path, login_shell="", prefix=_hiding_kernel_files()
+    )
     assert report.os is None and report.arch is None and report.kernel is None
     assert {"os", "arch", "kernel", "disk_free"} <= set(report.unavailable)
     assert report.agent_found is False and report.login == "no_shell"
-    assert report.cores == os.cpu_count()  # /proc needs no tool
+    assert report.cores == os.cpu_count() and report.cores_from == "cpuinfo"  # /proc/cpuinfo needs no tool
     assert report.workspace == "dir"
 
 

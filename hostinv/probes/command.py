@@ -77,8 +77,12 @@ command -v setsid >/dev/null 2>&1 && _hp_sid=setsid
 _hp_miss=
 
 # _hp_put KEY VALUE: one report line. Each byte stays as it is, but a backslash doubles and a
-# control byte (newline, CR, ESC...) becomes \xNN, so the value cannot end its line.
+# control byte (newline, CR, ESC...) becomes \xNN, so the value cannot end its line. A short
+# value with neither is printed as it is: the byte-by-byte loop is most of a probe's own time.
 _hp_put() {
+  case $2 in *\\*|*[[:cntrl:]]*) ;; *)
+    if [ "${#2}" -le __MAX__ ]; then printf '%s=%s\n' "$1" "$2"; return; fi ;;
+  esac
   _hp_s=$2 _hp_o= _hp_n=0
   while [ -n "$_hp_s" ] && [ "$_hp_n" -lt __MAX__ ]; do
     _hp_r=${_hp_s#?}; _hp_c=${_hp_s%"$_hp_r"}; _hp_s=$_hp_r
@@ -93,6 +97,13 @@ _hp_put() {
 }
 _hp_unavailable() { _hp_miss=${_hp_miss:+$_hp_miss,}$1; }
 _hp_int() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
+# _hp_owned DIR UID: DIR is UID's. test -O (the effective uid's) where the shell's test has it,
+# else the owner column of ls -ldn.
+_hp_owned() {
+  [ -O "$1" ] 2>/dev/null; _hp_o=$?
+  [ "$_hp_o" -gt 1 ] || return "$_hp_o"
+  [ "$(ls -ldn -- "$1" 2>/dev/null | awk '{ print $3 }')" = "$2" ]
+}
 
 # _hp_bounded LIMIT STDIN-TEXT COMMAND...: runs COMMAND (stdout and stderr together, stdin the
 # text or /dev/null), prints its output, then a newline and its exit status. Past LIMIT seconds
@@ -104,8 +115,11 @@ _hp_int() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
 # timeout(1): it may be missing, and BusyBox's kills the child only.
 _hp_bounded() {
   _hp_lim=$1 _hp_in=$2; shift 2
-  $_hp_sid /bin/sh -c 'i=$1; shift; if [ -n "$i" ]; then printf "%s\n" "$i" | "$@"; else exec "$@" </dev/null; fi' \
-    hostinv-probe "$_hp_in" "$@" 2>&1 &
+  if [ -n "$_hp_in" ]; then
+    $_hp_sid /bin/sh -c 'i=$1; shift; printf "%s\n" "$i" | "$@"' hostinv-probe "$_hp_in" "$@" 2>&1 &
+  else
+    $_hp_sid "$@" </dev/null 2>&1 &
+  fi
   _hp_p=$!
   ( _hp_t=; trap '_hp_t=1' TERM
     sleep "$_hp_lim" </dev/null >/dev/null 2>&1 & _hp_s=$!
@@ -135,13 +149,30 @@ _hp_split() {
 
 printf '%s\n' '__HEADER__'
 
-for _hp_k in os:-s arch:-m kernel:-r; do
-  _hp_v=$(uname "${_hp_k#*:}" 2>/dev/null) || _hp_v=
+# What the kernel says in /proc costs no process; uname answers the rest. Each program a probe
+# starts costs a host a few milliseconds, and a fleet check starts a probe on every host at once.
+for _hp_k in os:-s:ostype arch:-m:arch kernel:-r:osrelease; do
+  _hp_v= _hp_f=/proc/sys/kernel/${_hp_k##*:} _hp_k=${_hp_k%:*}
+  [ -r "$_hp_f" ] && read -r _hp_v <"$_hp_f"
+  [ -n "$_hp_v" ] || _hp_v=$(uname "${_hp_k#*:}" 2>/dev/null) || _hp_v=
   if [ -n "$_hp_v" ]; then _hp_put "${_hp_k%%:*}" "$_hp_v"; else _hp_unavailable "${_hp_k%%:*}"; fi
 done
 
-_hp_from=getconf
-_hp_v=$(getconf _NPROCESSORS_ONLN 2>/dev/null) || _hp_v=
+# Cores online: the kernel's list of ranges (0-3,8-11), as getconf reads it, else the tools.
+_hp_from=online _hp_v=
+if [ -r /sys/devices/system/cpu/online ] && read -r _hp_l </sys/devices/system/cpu/online; then
+  _hp_v=0
+  set -f; IFS=,
+  for _hp_r in $_hp_l; do
+    _hp_a=${_hp_r%%-*} _hp_b=${_hp_r#*-}
+    if _hp_int "$_hp_a" && _hp_int "$_hp_b" && [ "$_hp_b" -ge "$_hp_a" ]; then
+      _hp_v=$((_hp_v + _hp_b - _hp_a + 1))
+    else _hp_v=; break; fi
+  done
+  unset IFS; set +f
+  [ "${_hp_v:-0}" -gt 0 ] || _hp_v=
+fi
+if ! _hp_int "$_hp_v"; then _hp_from=getconf; _hp_v=$(getconf _NPROCESSORS_ONLN 2>/dev/null) || _hp_v=; fi
 if ! _hp_int "$_hp_v"; then _hp_from=nproc; _hp_v=$(nproc 2>/dev/null) || _hp_v=; fi
 if ! _hp_int "$_hp_v" && [ -r /proc/cpuinfo ]; then
   _hp_from=cpuinfo _hp_v=0
@@ -239,28 +270,43 @@ fi
 # directory that is a link, not a directory, or someone else's is unusable: no session can
 # take a slot there (the session script refuses it).
 if [ -n "$_hp_slotp" ]; then
-  _hp_v=$(id -u 2>/dev/null) || _hp_v=
+  # The effective uid (as id -u prints it): the second of status's Uid fields.
+  _hp_v=
+  if [ -r /proc/self/status ]; then
+    while read -r _hp_k _hp_a _hp_b _hp_r; do
+      case $_hp_k in Uid:) _hp_v=$_hp_b; break ;; esac
+    done </proc/self/status
+  fi
+  _hp_int "$_hp_v" || _hp_v=$(id -u 2>/dev/null) || _hp_v=
   _hp_sd=$_hp_slotp$_hp_v
+  # Any flock lock at all (a "->" line is a waiter, not a holder): without one, nothing is held.
+  _hp_any=
+  if [ -r /proc/locks ]; then
+    while read -r _hp_a _hp_k _hp_r; do
+      [ "$_hp_k" != FLOCK ] || { _hp_any=1; break; }
+    done </proc/locks
+  fi
   if ! _hp_int "$_hp_v"; then _hp_unavailable slots
   elif [ -h "$_hp_sd" ] || { [ -e "$_hp_sd" ] && [ ! -d "$_hp_sd" ]; }; then
     _hp_put slots unusable; _hp_put slot_dir "$_hp_sd"
   elif [ ! -d "$_hp_sd" ]; then _hp_put slots_held 0
-  elif [ "$(ls -ldn -- "$_hp_sd" 2>/dev/null | awk '{ print $3 }')" != "$_hp_v" ]; then
+  elif ! _hp_owned "$_hp_sd" "$_hp_v"; then
     _hp_put slots unusable; _hp_put slot_dir "$_hp_sd"
-  elif [ -r /proc/locks ]; then
+  elif [ ! -r /proc/locks ]; then _hp_unavailable slots
+  elif [ -z "$_hp_any" ]; then _hp_put slots_held 0
+  else
     # The lock's device must be the directory's too (stat's decimal st_dev as /proc/locks
     # writes it, major:minor in hex), so a lock on another file system's same inode is not
-    # counted; without stat -c the inode alone decides.
+    # counted; without stat -c the inode alone decides. ls's listing arrives on stdin.
     _hp_dev=$(stat -c %d -- "$_hp_sd" 2>/dev/null) || _hp_dev=
     _hp_int "$_hp_dev" || _hp_dev=
-    _hp_v=$( { ls -i -- "$_hp_sd" 2>/dev/null | sed 's/^/i /'; sed 's/^/l /' /proc/locks; } | awk -v dev="$_hp_dev" '
+    _hp_v=$(ls -i -- "$_hp_sd" 2>/dev/null | awk -v dev="$_hp_dev" -v locks=/proc/locks '
       BEGIN { if (dev != "") want = sprintf("%02x:%02x", int(dev / 256) % 4096, dev % 256 + int(dev / 1048576) * 256) }
-      $1 == "i" && $3 ~ /^slot-[0-9]+$/ { ino[$2] = 1 }
-      $1 == "l" && $3 == "FLOCK" { n = split($7, d, ":")
+      FILENAME != locks && $2 ~ /^slot-[0-9]+$/ { ino[$1] = 1 }
+      FILENAME == locks && $2 == "FLOCK" { n = split($6, d, ":")
         if ((d[n] in ino) && (want == "" || d[1] ":" d[2] == want) && !seen[d[n]]++) held++ }
-      END { print held + 0 }' 2>/dev/null) || _hp_v=
+      END { print held + 0 }' - /proc/locks 2>/dev/null) || _hp_v=
     if _hp_int "$_hp_v"; then _hp_put slots_held "$_hp_v"; else _hp_unavailable slots; fi
-  else _hp_unavailable slots
   fi
 fi
 
