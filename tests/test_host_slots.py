@@ -117,6 +117,17 @@ def test_a_full_host_refuses_the_next_session_before_it_starts(
     assert oct(Path(f"{prefix}{uid}").stat().st_mode & 0o777) == "0o700"
 
 
+def test_a_slot_is_free_the_moment_its_session_ended(prefix: str) -> None:
+    """One slot, sessions one after another as a scheduler starts them: each finds the slot the
+    last one held free. The watchdog outlives the script by a moment; it must not hold the slot."""
+    script = stdin_prefix(remote_script("/", ["true"], capacity=1, slot_prefix=prefix, ready_marker="rdy"))
+    statuses = [
+        subprocess.run(["/bin/sh", "-c", BOOTSTRAP], input=script + b"go\n", capture_output=True, timeout=TIMEOUT_S)
+        for _ in range(20)
+    ]
+    assert [(done.returncode, done.stderr) for done in statuses] == [(0, b"")] * 20
+
+
 def test_a_slot_frees_when_its_session_is_killed_whatever_held_it(prefix: str, holders: list[Holder]) -> None:
     first = Holder(prefix, capacity=1)
     holders.append(first)
@@ -151,6 +162,19 @@ def test_a_slot_directory_that_is_a_link_is_refused(prefix: str, holders: list[H
     assert code == EXIT_NO_SLOTS
     assert err == f"{SLOTS_MARK} {prefix}{os.getuid()}\n"
     assert not list(elsewhere.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the directory to another user needs root")
+def test_a_slot_directory_of_another_user_is_refused(prefix: str, holders: list[Holder]) -> None:
+    slots = Path(f"{prefix}{os.getuid()}")
+    slots.mkdir(mode=0o700)
+    os.chown(slots, 65534, 65534)  # nobody's: it could hold or plant our slots
+    holder = Holder(prefix, capacity=1)
+    holders.append(holder)
+    code, err = holder.refused()
+    assert code == EXIT_NO_SLOTS
+    assert err == f"{SLOTS_MARK} {slots}\n"
+    assert not list(slots.iterdir())
 
 
 def probed(prefix: str) -> ProbeReport:

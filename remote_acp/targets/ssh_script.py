@@ -209,7 +209,9 @@ _ra_tree() {
             if (q in root) print p } }'
 }
 _ra_marked() {
-  grep -l -s -a "_RA_SESSION=__TOKEN__\." /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/\([0-9]*\)/environ$|\1|'
+  for _ra_f in $(grep -l -s -a "_RA_SESSION=__TOKEN__\." /proc/[0-9]*/environ 2>/dev/null); do
+    _ra_f=${_ra_f#/proc/}; echo "${_ra_f%/environ}"
+  done
 }
 _ra_targets() {
   if [ "$1" = tree ] && _ra_ours; then _ra_a=$_ra_agent; else _ra_a=; fi
@@ -243,6 +245,8 @@ exec 3<&- 0</dev/null
 trap '' PIPE  # a vanished client must not stop the cleanup below (the agent keeps its own)
 (
   # Stopped by the script once the agent ended: its pending `sleep` goes with it, not later.
+  # It holds no agent slot (descriptor 9): it outlives the script by a moment, and a session
+  # started in that moment would find the slot still held.
   _ra_sl=
   trap 'kill "$_ra_sl" 2>/dev/null; exit 0' TERM
   while _ra_ours; do
@@ -253,7 +257,7 @@ trap '' PIPE  # a vanished client must not stop the cleanup below (the agent kee
     sleep 1 & _ra_sl=$!
     wait "$_ra_sl"
   done
-) >/dev/null 2>&1 &
+) >/dev/null 2>&1 9>&- &
 _ra_watch=$!
 wait "$_ra_agent"
 _ra_rc=$?
@@ -357,11 +361,24 @@ def _slot_lines(capacity: int, prefix: str) -> list[str]:
     """
     unusable = f"{{ printf '%s %s\\n' {_q(SLOTS_MARK)} \"$_ra_sd\" >&2; exit {EXIT_NO_SLOTS}; }}"
     return [
-        f"_ra_uid=$(id -u) && _ra_sd={_q(prefix)}$_ra_uid || {unusable}",
-        'mkdir -m 700 "$_ra_sd" 2>/dev/null',
+        # The effective uid, as id -u prints it: the second Uid field of the shell's own status,
+        # read without starting a program (every one costs the session's start a few ms).
+        "_ra_uid=",
+        "if [ -r /proc/self/status ]; then",
+        "  while read -r _ra_k _ra_r _ra_e _ra_x; do",
+        "    case $_ra_k in Uid:) _ra_uid=$_ra_e; break ;; esac",
+        "  done </proc/self/status",
+        "fi",
+        'case $_ra_uid in ""|*[!0-9]*) _ra_uid=$(id -u) ;; esac',
+        f"_ra_sd={_q(prefix)}$_ra_uid",
+        f'case $_ra_uid in ""|*[!0-9]*) {unusable} ;; esac',
+        '[ -d "$_ra_sd" ] || mkdir -m 700 "$_ra_sd" 2>/dev/null',
         # Owned by us and no link: nobody else can hold our slots or plant files among them.
-        '[ -d "$_ra_sd" ] && [ ! -h "$_ra_sd" ] && '
-        f'[ "$(ls -ldn -- "$_ra_sd" | awk \'{{ print $3 }}\')" = "$_ra_uid" ] || {unusable}',
+        # test -O where the shell's test has it (status 2 where it does not), else ls's owner.
+        '[ -d "$_ra_sd" ] && [ ! -h "$_ra_sd" ] || ' + unusable,
+        '[ -O "$_ra_sd" ] 2>/dev/null; _ra_o=$?',
+        '[ "$_ra_o" = 0 ] || { [ "$_ra_o" -gt 1 ] && '
+        f'[ "$(ls -ldn -- "$_ra_sd" | awk \'{{ print $3 }}\')" = "$_ra_uid" ]; }} || {unusable}',
         "_ra_k=0",
         "while :; do",
         "  _ra_k=$((_ra_k + 1))",
@@ -371,7 +388,7 @@ def _slot_lines(capacity: int, prefix: str) -> list[str]:
         "  flock -n 9 && break",
         "  exec 9>&-",
         "done",
-        "unset _ra_k _ra_uid _ra_sd",
+        "unset _ra_k _ra_r _ra_e _ra_x _ra_o _ra_uid _ra_sd",
     ]
 
 
