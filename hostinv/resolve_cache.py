@@ -30,8 +30,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import tempfile
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 from .sshopts import login_home
@@ -50,6 +52,7 @@ __all__ = [
     "reading",
     "store",
     "verbose",
+    "which_ssh",
 ]
 
 SYSTEM_CONFIG: Final = "/etc/ssh/ssh_config"
@@ -197,6 +200,21 @@ def _include_dirs(line: str, home: str) -> list[str] | None:
         else:  # relative: under ~/.ssh from a user's file, /etc/ssh from the system's
             directories += [os.path.normpath(os.path.join(base, directory)) for base in (f"{home}/.ssh", "/etc/ssh")]
     return directories
+
+
+_WHICH_FOR_S: Final = 1.0
+_which: dict[str | None, tuple[float, str]] = {}
+
+
+def which_ssh(environ: Mapping[str, str]) -> str:
+    """The ``ssh`` that ``environ``'s PATH finds (``"ssh"`` when none), remembered for a second:
+    a fleet's probes resolve their hosts together, and each PATH search stats every directory."""
+    path, now = environ.get("PATH"), time.monotonic()
+    found = _which.get(path)
+    if found is None or now - found[0] > _WHICH_FOR_S:
+        found = (now, shutil.which("ssh", path=path) or "ssh")
+        _which[path] = found
+    return found[1]
 
 
 def entry_name(argv: Sequence[str], ssh: str, *, environ: Mapping[str, str]) -> str:

@@ -244,3 +244,17 @@ async def test_an_included_directory_with_a_space_in_its_name_is_watched(tmp_pat
 )
 def test_the_directories_an_include_looks_in(line: str, directories: list[str] | None) -> None:
     assert resolve_cache._include_dirs(line, "/home/u") == directories
+
+
+def test_the_ssh_a_path_finds_is_searched_for_once_a_moment(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    for directory in (first, second):
+        directory.mkdir()
+        (directory / "ssh").write_text("#!/bin/sh\n")
+        (directory / "ssh").chmod(0o755)
+    assert resolve_cache.which_ssh({"PATH": str(first)}) == str(first / "ssh")
+    (first / "ssh").unlink()  # within the moment the answer stands; another PATH is its own
+    assert resolve_cache.which_ssh({"PATH": str(first)}) == str(first / "ssh")
+    assert resolve_cache.which_ssh({"PATH": f"{first}:{second}"}) == str(second / "ssh")
+    time.sleep(resolve_cache._WHICH_FOR_S + 0.05)
+    assert resolve_cache.which_ssh({"PATH": str(first)}) == "ssh"  # none there now

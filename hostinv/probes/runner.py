@@ -33,7 +33,6 @@ import asyncio
 import errno
 import os
 import shlex
-import shutil
 import socket
 import time
 from contextlib import AsyncExitStack
@@ -258,7 +257,7 @@ async def _resolve(
     )
     cache, name = settings.resolve_cache, ""
     if cache is not None:
-        name = resolve_cache.entry_name(argv, shutil.which("ssh") or "ssh", environ=os.environ)
+        name = resolve_cache.entry_name(argv, resolve_cache.which_ssh(os.environ), environ=os.environ)
         kept = resolve_cache.lookup(cache, name, os.environ)
         if kept is not None:
             return parse_ssh_g(kept)

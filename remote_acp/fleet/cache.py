@@ -94,7 +94,12 @@ class ProbeCache:
 
         :raises OSError: the cache directory cannot be written.
         """
-        report = None if probe.report is None else dataclasses.asdict(probe.report)
+        # Shallow: the report's fields are plain values and tuples of them (asdict deep-copies).
+        report = (
+            None
+            if probe.report is None
+            else {f.name: getattr(probe.report, f.name) for f in dataclasses.fields(probe.report)}
+        )
         entry = {
             "at": time.time(),
             "verdict": probe.verdict.value,
@@ -108,7 +113,7 @@ class ProbeCache:
         fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump(entry, file)
+                file.write(json.dumps(entry))  # one write: json.dump writes piece by piece
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):
