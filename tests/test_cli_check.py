@@ -97,20 +97,18 @@ def test_a_host_nobody_listens_on_is_unreachable_exit_20(env: dict[str, str]) ->
 def test_version_loads_neither_the_fleet_nor_hostinv() -> None:
     loaded = modules_after_version()
     heavy = ("hostinv", "asyncssh", "rich")
-    assert [
-        m for m in loaded if m.split(".")[0] in heavy or m.startswith(("remote_acp.fleet", "remote_acp.cli.check"))
-    ] == []
+    # the launch machinery neither: main() raises the open-file limit through remote_acp.targets
+    machinery = ("remote_acp.fleet", "remote_acp.cli.check", "remote_acp.targets.launch")
+    assert [m for m in loaded if m.split(".")[0] in heavy or m.startswith(machinery)] == []
 
 
-def test_a_probe_only_check_loads_no_session_core(env: dict[str, str], tmp_path: Path) -> None:
-    # The probe's verdict is the whole check: the session machinery (verification, the session
-    # core) stays out of the process, which a fleet-wide check pays for in start-up CPU.
-    target = f"root@127.0.0.1:{closed_port()}"
+def probe_only_modules(env: dict[str, str], tmp_path: Path, selector: str, *more: str) -> list[str]:
+    """The modules a probe-only ``check host`` of a refused host loaded, from a fresh interpreter."""
     modules = tmp_path / "modules.json"
+    argv = ["remote-acp", "check", "host", selector, "--agent", "qwen", "--workspace", "/w", "--no-handshake"]
     program = (
         "import json, runpy, sys\n"
-        f"sys.argv = ['remote-acp', 'check', 'host', {target!r}, '--agent', 'qwen', '--workspace', '/w',"
-        " '--no-handshake', '--json', '--connect-timeout', '5']\n"
+        f"sys.argv = {[*argv, '--json', '--connect-timeout', '5', *more]!r}\n"
         "try:\n"
         "    runpy.run_module('remote_acp.cli.main', run_name='__main__')\n"
         "except SystemExit as exc:\n"
@@ -121,4 +119,37 @@ def test_a_probe_only_check_loads_no_session_core(env: dict[str, str], tmp_path:
     assert code == 20, done.stderr
     assert json.loads(done.stdout)["verdict"] == "unreachable"
     assert "hostinv.probes.runner" in loaded  # it did probe
+    return list(loaded)
+
+
+def test_a_probe_only_check_loads_no_session_core(env: dict[str, str], tmp_path: Path) -> None:
+    # The probe's verdict is the whole check: the session machinery (verification, the session
+    # core) stays out of the process, which a fleet-wide check pays for in start-up CPU.
+    loaded = probe_only_modules(env, tmp_path, f"root@127.0.0.1:{closed_port()}")
     assert [m for m in loaded if m.startswith("remote_acp.session")] == []
+
+
+def test_a_probe_only_check_loads_no_unused_parser_nor_the_ssh_target(env: dict[str, str], tmp_path: Path) -> None:
+    # Start-up before the first connection: no inventory file and no ssh_config here, so no YAML
+    # and no parser of theirs; the ssh settings without the target that would start a session;
+    # JSON lines without the event vocabulary a run renders.
+    loaded = probe_only_modules(env, tmp_path, f"root@127.0.0.1:{closed_port()}")
+    unused = (
+        "yaml",
+        "hostinv.inventory.own_file",
+        "hostinv.inventory.ansible",
+        "hostinv.inventory.ssh_config",
+        "remote_acp.targets.ssh",
+        "remote_acp.cli.render",
+        "remote_acp.events",
+    )
+    assert [m for m in unused if m in loaded] == []
+
+
+def test_a_check_of_our_inventory_loads_no_ansible_parser(env: dict[str, str], tmp_path: Path) -> None:
+    # The Ansible parser loads when an Ansible inventory is a source, not for our own file alone.
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(f"hosts:\n  b1:\n    address: 127.0.0.1\n    port: {closed_port()}\n    user: root\n")
+    loaded = probe_only_modules(env, tmp_path, "b1", "--inventory", str(inventory))
+    assert "hostinv.inventory.own_file" in loaded
+    assert "hostinv.inventory.ansible" not in loaded

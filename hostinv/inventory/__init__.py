@@ -3,23 +3,33 @@
 Parsers are pure (text in, models out) and live in a module per source: :mod:`.own_file` (our
 YAML), :mod:`.ssh_config`, :mod:`.ansible`; :mod:`.merge` joins them, and :mod:`.load` is the
 only module that reads or writes files.
+
+The names below are imported on first use, and :mod:`.load` imports a source's parser only when
+that source is there: a fleet command whose inventory is an ssh_config alone loads neither YAML
+nor the Ansible parser.
 """
 
 from __future__ import annotations
 
-from .ansible import expand_host_range, parse_ansible, parse_ansible_ini, parse_ansible_yaml
-from .load import (
-    INVENTORY_ENV,
-    default_inventory_path,
-    load_ansible,
-    load_inventory,
-    load_ssh_config,
-    read_text,
-    write_text,
-)
+from typing import TYPE_CHECKING
+
+# Not on first use: importing the module ``merge`` would bind the package's ``merge`` to it, not
+# to the function. The module imports the models only when it merges.
 from .merge import merge
-from .own_file import OwnFile, dump_inventory_yaml, parse_inventory_yaml
-from .ssh_config import IncludeReader, parse_ssh_config
+
+if TYPE_CHECKING:
+    from .ansible import expand_host_range, parse_ansible, parse_ansible_ini, parse_ansible_yaml
+    from .load import (
+        INVENTORY_ENV,
+        default_inventory_path,
+        load_ansible,
+        load_inventory,
+        load_ssh_config,
+        read_text,
+        write_text,
+    )
+    from .own_file import OwnFile, dump_inventory_yaml, parse_inventory_yaml
+    from .ssh_config import IncludeReader, parse_ssh_config
 
 __all__ = (
     "INVENTORY_ENV",
@@ -40,3 +50,36 @@ __all__ = (
     "read_text",
     "write_text",
 )
+
+_HOME = {
+    **dict.fromkeys(("expand_host_range", "parse_ansible", "parse_ansible_ini", "parse_ansible_yaml"), "ansible"),
+    **dict.fromkeys(
+        (
+            "INVENTORY_ENV",
+            "default_inventory_path",
+            "load_ansible",
+            "load_inventory",
+            "load_ssh_config",
+            "read_text",
+            "write_text",
+        ),
+        "load",
+    ),
+    **dict.fromkeys(("OwnFile", "dump_inventory_yaml", "parse_inventory_yaml"), "own_file"),
+    **dict.fromkeys(("IncludeReader", "parse_ssh_config"), "ssh_config"),
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

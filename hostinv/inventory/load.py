@@ -5,6 +5,9 @@ under the user config directory (``~/.config/remote-acp/`` on Linux). A file nam
 must exist; the default one may be missing (no hosts of ours yet). The ssh_config is
 ``--ssh-config FILE`` (must exist), else ``~/.ssh/config`` when there is one. Relative
 ``Include`` paths are taken against ``~/.ssh``, as ssh does for a user's config.
+
+A source's parser is imported when that source is read: without our file or an Ansible
+inventory, neither YAML nor their parsers and models are loaded.
 """
 
 from __future__ import annotations
@@ -16,10 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import InventoryUnreadable
-from .ansible import parse_ansible
 from .merge import merge
-from .own_file import parse_inventory_yaml
-from .ssh_config import parse_ssh_config
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -86,6 +86,8 @@ def load_ssh_config(path: Path, *, include_dir: Path | None = None) -> Inventory
     :raises InventoryUnreadable: the file or an included one cannot be read.
     :raises InventoryInvalid: see :func:`~hostinv.inventory.parse_ssh_config`.
     """
+    from .ssh_config import parse_ssh_config
+
     base = include_dir if include_dir is not None else Path.home() / ".ssh"
     return parse_ssh_config(read_text(path), str(path), read_include=_include_reader(base))
 
@@ -107,6 +109,8 @@ def load_ansible(path: Path) -> Inventory:
     :raises InventoryUnreadable: the file cannot be read.
     :raises InventoryInvalid: see :func:`~hostinv.inventory.parse_ansible`.
     """
+    from .ansible import parse_ansible
+
     return parse_ansible(read_text(path), str(path))
 
 
@@ -135,6 +139,8 @@ def load_inventory(
     sources: list[Inventory] = []
     named: list[Path] = []
     if required or own_path.exists():
+        from .own_file import parse_inventory_yaml
+
         own = parse_inventory_yaml(read_text(own_path), str(own_path))
         sources.append(own.inventory)
         named = [own_path.parent / Path(p).expanduser() for p in own.ansible]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..models import Host, Inventory
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from ..models import Inventory
 
 __all__ = ["merge"]
 
@@ -25,6 +25,8 @@ _BY_KEY = ("labels", "ssh_options")
 
 def merge(sources: Sequence[Inventory]) -> Inventory:
     """The merged view of ``sources`` (highest precedence first), their notes kept in order."""
+    from ..models import Host, Inventory  # here: importing the package (and this module) loads no pydantic
+
     fields: dict[str, dict[str, object]] = {}
     for inventory in sources:
         for host in inventory.hosts:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from ..fleet import HostCheck, ProbeResult
     from ..options import SessionOptions
-    from ..targets.ssh import SshSettings
+    from ..targets.ssh_settings import SshSettings
 
 __all__ = ["check", "render_json", "render_table"]
 
@@ -128,7 +128,7 @@ def check_host(
 
     from ..fleet import exit_status
     from ..options import SessionOptions as Options
-    from ..targets.ssh import SshSettings as Settings
+    from ..targets.ssh_settings import SshSettings as Settings
     from .inventory import _load, _notes
     from .placement import load_merged
 
@@ -318,7 +318,7 @@ def _progress(total: int) -> Progress:
 
 def render_json(checks: Sequence[HostCheck]) -> str:
     """One line of ASCII JSON per host, in the order given."""
-    from .render import json_line
+    from .jsonl import json_line
 
     return "".join(json_line(c.to_json()) + "\n" for c in checks)
 

@@ -95,7 +95,7 @@ def list_hosts(
         raise click.UsageError(str(exc)) from None
     _notes(merged)
     if as_json:
-        from .render import json_line
+        from .jsonl import json_line
 
         _emit("".join(json_line(h.to_json()) + "\n" for h in hosts))
         return

@@ -380,7 +380,7 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
         raise LocalIoError(str(exc)) from None
     try:
         if as_json:
-            from .render import json_line
+            from .jsonl import json_line
 
             for record in records:
                 click.echo(json_line(record.to_json()))

@@ -9,21 +9,16 @@ reader that stops reading slows the run down, never stops it. A failed write rai
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event, Malformed, Notification, OtherMessage, SessionStarted, TokenUsage, ToolResult, TurnEnded
+from .jsonl import json_line
 from .streams import Output, OutputError
 
 if TYPE_CHECKING:
     from .streams import OutputStream
 
 __all__ = ["HumanRenderer", "JsonRenderer", "OutputError", "json_line", "token_note"]
-
-
-def json_line(obj: dict[str, Any]) -> str:
-    """``obj`` as one line of ASCII JSON (encodable in any locale, whatever the agent sent)."""
-    return json.dumps(obj, ensure_ascii=True, default=str)
 
 
 def token_note(usage: TokenUsage) -> str:

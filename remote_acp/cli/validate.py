@@ -40,7 +40,7 @@ def validate(file: str | None, as_json: bool) -> None:
     errors, warnings = len(checked.errors), len(checked.warnings)
     try:
         if as_json:
-            from .render import json_line
+            from .jsonl import json_line
 
             document = {
                 "file": checked.source,

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Final
 from hostinv.probes import Judgement, Verdict
 
 from ..errors import ErrorKind, RemoteAcpError
-from ..targets.ssh import SshSettings, SshTarget
 from .report import HandshakeFacts, HostCheck
 
 if TYPE_CHECKING:
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
 
     from ..options import SessionOptions
     from ..session.verification import CredentialVerdict
+    from ..targets.ssh import SshTarget
+    from ..targets.ssh_settings import SshSettings
     from .cache import ProbeCache
     from .report import ProbeResult
 
@@ -164,6 +165,7 @@ def host_target(host: Host, settings: SshSettings, *, take_slot: bool = False) -
     """
     import os
 
+    from ..targets.ssh import SshTarget  # here: a probe-only check starts no session
     from ..targets.ssh_config import fallback_config_dir, login_home, write_fallback_config
 
     config = settings.config_file

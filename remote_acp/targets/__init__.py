@@ -1,7 +1,9 @@
 """Where an agent runs: the launch-target interface, the local and ssh targets, and the agent
 process with its pipes and containment.
 
-The ssh target is imported on first use, so a local session never pays for it.
+The names below are imported on first use: the CLI raises its open-file limit
+(:mod:`.limits`) before any command runs, which must not load the launch machinery, and a local
+session never pays for the ssh target.
 """
 
 from __future__ import annotations
@@ -9,17 +11,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .launch import LaunchSpec, LaunchTarget, LocalTarget
-
 if TYPE_CHECKING:
-    from .ssh import SshSettings, SshTarget
+    from .launch import LaunchSpec, LaunchTarget, LocalTarget
+    from .ssh import SshTarget
+    from .ssh_settings import SshSettings
 
 __all__ = ["LaunchSpec", "LaunchTarget", "LocalTarget", "SshSettings", "SshTarget"]
 
+_HOME = {
+    **dict.fromkeys(("LaunchSpec", "LaunchTarget", "LocalTarget"), ".launch"),
+    "SshSettings": ".ssh_settings",
+    "SshTarget": ".ssh",
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name in ("SshSettings", "SshTarget"):
-        value = getattr(importlib.import_module(".ssh", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

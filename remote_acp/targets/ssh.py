@@ -68,7 +68,7 @@ import os
 import secrets
 import shutil
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from ..errors import ErrorKind, RemoteAcpError
 from ..logs import get_logger
@@ -86,11 +86,10 @@ from .ssh_config import (
 from .ssh_errors import ssh_exit_error, ssh_ready_error
 from .ssh_script import (
     BOOTSTRAP,
-    check_count,
     remote_script,
     stdin_prefix,
-    validate_env_names,
 )
+from .ssh_settings import HostKeyPolicy, SshSettings
 from .start_slots import start_slot
 
 if TYPE_CHECKING:
@@ -113,16 +112,6 @@ __all__ = [
 
 log = get_logger("remote_acp.targets.ssh")
 
-HostKeyPolicy = Literal["accept-new", "yes", "no"]
-
-_NUMERIC_SETTINGS: Final = (
-    "connect_timeout_s",
-    "server_alive_interval_s",
-    "server_alive_count_max",
-    "kill_grace_s",
-    "max_concurrent_starts",
-)
-_POLICIES: Final = ("accept-new", "yes", "no")
 READY_REPLY: Final = b"go\n"
 """The go-ahead the client writes once it saw the ready marker; the script reads it before the
 agent starts."""
@@ -177,53 +166,6 @@ def _port(text: str, whole: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {whole!r} has an invalid port")
     return int(text)
-
-
-@dataclass(frozen=True, slots=True)
-class SshSettings:
-    """How ``ssh`` is run. Every field but :attr:`capacity` (an inventory host's) is also a
-    ``remote-acp run`` flag."""
-
-    host_key_policy: HostKeyPolicy | None = None
-    """``None``: ``accept-new``, unless the ssh_config ssh reads sets a policy for the host, ``ask``
-    included (then theirs wins). Set, it goes on the command line and wins over any ssh_config."""
-    force_insecure_host_keys: bool = False
-    """Required for the ``no`` policy, which connects even when a host key changed."""
-    config_file: str | None = None
-    """An explicit ssh_config, read instead of ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as
-    with ``ssh -F``; ``none`` reads no file)."""
-    connect_timeout_s: int = 10
-    server_alive_interval_s: int = 15
-    server_alive_count_max: int = 3
-    pass_env: tuple[str, ...] = ()
-    """Names of local environment variables carried to the agent over stdin (never on argv)."""
-    kill_grace_s: int = 3
-    """On the host: how long the agent's tree gets after SIGTERM before SIGKILL."""
-    max_concurrent_starts: int = 8
-    """How many sessions may be starting (connecting through ``initialize``) on one host at once,
-    counted across every target of this process; more wait. Below sshd's default ``MaxStartups``
-    (10), with room for other clients."""
-    capacity: int | None = None
-    """How many agents may run on the host at once, counted on the host itself across every
-    controller (lock files, :mod:`remote_acp.targets.ssh_script`): a start finding every slot
-    held fails ``port_exit``, retryable, and starts nothing. ``None``: no slot is taken. The
-    host needs ``flock`` (util-linux, BusyBox)."""
-
-    def __post_init__(self) -> None:
-        if self.host_key_policy is not None and self.host_key_policy not in _POLICIES:
-            raise ValueError(f"host_key_policy must be one of {', '.join(_POLICIES)}")
-        if self.host_key_policy == "no" and not self.force_insecure_host_keys:
-            raise ValueError(
-                "host key policy 'no' connects even to a host whose key changed; "
-                "set force_insecure_host_keys to use it anyway"
-            )
-        if self.config_file is not None and (not self.config_file or any(c in self.config_file for c in "\r\n\0")):
-            raise ValueError("config_file must be a non-empty path without line breaks")
-        for what in _NUMERIC_SETTINGS:
-            check_count(what, getattr(self, what))
-        if self.capacity is not None:
-            check_count("capacity", self.capacity)
-        validate_env_names(self.pass_env)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,8 +46,6 @@ import secrets
 import shlex
 from typing import TYPE_CHECKING, Final
 
-from .launch import command_argv
-
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -158,6 +156,8 @@ def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, st
     if isinstance(command, str):
         lines += [f"_ra_cmd={_q(command.strip())}", "_ra_list="]
     else:
+        from .launch import command_argv  # here: the settings' checks import this module, not launch
+
         lines += [f"set -- {shlex.join(command_argv(list(command)))}", "_ra_cmd=", "_ra_list=1"]
     exports = " ".join(f"{name}={_q(value)}" for name, value in (env or {}).items())
     lines += [f"_ra_env={_q('export ' + exports) if exports else ''}", "_ra_complete=1"]
