@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,39 @@ def test_an_agent_that_hangs_on_version_is_bounded_and_leaves_nothing(tmp_path: 
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
     # Many agents answer --version slowly or not at all and still run: not a failure.
     assert judge_report(report, "hangs", str(tmp_path)).verdict is Verdict.READY
+
+
+def test_a_quick_agent_never_waits_for_the_bound(tmp_path: Path) -> None:
+    """Two hundred probes, fifty at a time, of an agent that answers at once: none waits for its
+    watcher's sleep (the bound, 23 s here), and no sleep is left behind. A watcher that trapped
+    TERM lost it now and then, or was killed before it had a group of its own to be killed by."""
+    bin_dir = tmp_path / "bin"
+    _script(bin_dir / "quick", "echo quick 1.0\n")
+    script = probe_script("quick", "", version_timeout_s=23).encode()
+    env = {**os.environ, "PATH": f"{bin_dir}:{SYSTEM_PATH}"}
+    slowest = 0.0
+    for _ in range(4):
+        started = time.monotonic()
+        runs = [
+            subprocess.Popen(
+                PROBE_COMMAND.split(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            )
+            for _ in range(50)
+        ]
+        for run in runs:
+            out, _ = run.communicate(script, timeout=RUN_TIMEOUT_S)
+            assert parse_report(out.decode()).agent_version == "quick 1.0"
+            slowest = max(slowest, time.monotonic() - started)
+    assert slowest < 15, f"a probe waited {slowest:.1f} s: its watcher outlived the agent"
+    left = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) == b"sleep\x0023\x00"]
+    assert left == []
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_a_hanging_agent_is_bounded_without_setsid(tmp_path: Path) -> None:

@@ -108,11 +108,16 @@ _hp_owned() {
 # _hp_bounded LIMIT STDIN-TEXT COMMAND...: runs COMMAND (stdout and stderr together, stdin the
 # text or /dev/null), prints its output, then a newline and its exit status. Past LIMIT seconds
 # it is killed with SIGKILL (status 137), and its session with it when setsid made one; at the
-# end the session is killed again, for anything the command left behind. Without setsid (macOS,
-# a trimmed host) only the command and its children (pkill -P) can be found: a grandchild that
-# holds the output open keeps the probe waiting until the runner's own timeout. The watcher's
-# sleep is killed too when the command ends first, so nothing outlives this function. No
-# timeout(1): it may be missing, and BusyBox's kills the child only.
+# end the session is killed again, for anything the command left behind. No timeout(1): it may
+# be missing, and BusyBox's kills the child only.
+#
+# The watcher (a sleep, then the kill) leads a session of its own too, so one SIGKILL to its
+# group ends it and its sleep at once when the command ends first: a watcher that trapped TERM
+# and waited for its sleep missed now and then a TERM that came just before its `wait` blocked,
+# and kept the probe for the whole LIMIT. Without setsid (macOS, a trimmed host) that watcher is
+# the one left, and only the command and its children (pkill -P) can be found: a grandchild that
+# holds the output open keeps the probe waiting until the runner's own timeout. Either way
+# nothing outlives this function.
 _hp_bounded() {
   _hp_lim=$1 _hp_in=$2; shift 2
   if [ -n "$_hp_in" ]; then
@@ -121,16 +126,25 @@ _hp_bounded() {
     $_hp_sid "$@" </dev/null 2>&1 &
   fi
   _hp_p=$!
-  ( _hp_t=; trap '_hp_t=1' TERM
-    sleep "$_hp_lim" </dev/null >/dev/null 2>&1 & _hp_s=$!
-    [ -n "$_hp_t" ] || wait "$_hp_s"
-    if [ -n "$_hp_t" ]; then kill "$_hp_s" 2>/dev/null; exit 0; fi
-    [ -n "$_hp_sid" ] || pkill -KILL -P "$_hp_p" 2>/dev/null
-    kill -s KILL -- "-$_hp_p" 2>/dev/null; kill -s KILL "$_hp_p" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
-  _hp_w=$!
-  wait "$_hp_p"; _hp_rc=$?
-  kill -TERM "$_hp_w" 2>/dev/null; wait "$_hp_w" 2>/dev/null
-  [ -z "$_hp_sid" ] || kill -s KILL -- "-$_hp_p" 2>/dev/null
+  if [ -n "$_hp_sid" ]; then
+    $_hp_sid /bin/sh -c 'sleep "$1"; kill -s KILL -- "-$2"; kill -s KILL "$2"' hostinv-watch "$_hp_lim" "$_hp_p" \
+      </dev/null >/dev/null 2>&1 &
+    _hp_w=$!
+    wait "$_hp_p"; _hp_rc=$?
+    # The watcher itself first: it may not have called setsid yet. Its sleep starts only after
+    # that, in its group, and the group goes next.
+    kill -s KILL "$_hp_w" 2>/dev/null; kill -s KILL -- "-$_hp_w" 2>/dev/null; wait "$_hp_w" 2>/dev/null
+    kill -s KILL -- "-$_hp_p" 2>/dev/null
+  else
+    ( _hp_t=; trap '_hp_t=1' TERM
+      sleep "$_hp_lim" </dev/null >/dev/null 2>&1 & _hp_s=$!
+      [ -n "$_hp_t" ] || wait "$_hp_s"
+      if [ -n "$_hp_t" ]; then kill "$_hp_s" 2>/dev/null; exit 0; fi
+      pkill -KILL -P "$_hp_p" 2>/dev/null; kill -s KILL "$_hp_p" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
+    _hp_w=$!
+    wait "$_hp_p"; _hp_rc=$?
+    kill -TERM "$_hp_w" 2>/dev/null; wait "$_hp_w" 2>/dev/null
+  fi
   printf '\n%s' "$_hp_rc"
 }
 # _hp_split OUTPUT: _hp_rc (the status line) and _hp_first, the first non-empty line before it
