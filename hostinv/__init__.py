@@ -12,6 +12,8 @@ needed only to probe hosts, is imported where a probe runs.
 
 from __future__ import annotations
 
+from ._lazy import lazy_exports
+
 # Not typing.TYPE_CHECKING: importing typing would be much of what ``import hostinv`` costs.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,16 +74,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hostinv' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
