@@ -213,10 +213,38 @@ def _listener_cpu_s(lab: SshLab) -> float:
 
 
 def _children_cpu_s() -> float:
-    """CPU seconds of every descendant this process has reaped (the contender, and Ansible's
-    ControlPersist masters, re-parented here and reaped by :meth:`Fleet.settle`)."""
+    """CPU seconds of every descendant this process has reaped (the contender, Ansible's
+    ControlPersist masters, re-parented here and reaped by :meth:`Fleet.settle`, and what
+    :func:`_reap_orphans` reaped)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def _reap_orphans() -> tuple[float, float]:
+    """Reap what was re-parented here and has exited (this process is a subreaper): the hosts'
+    processes whose parent went first (an sshd's privileged half, a login shell, the probe's
+    watcher sleep...) and the contenders' (an ``ssh`` master). Left as zombies they pile up by the
+    thousand over a run and slow every scan of ``/proc``, a session's teardown sweep among them.
+    CPU seconds reaped: (an ``ssh`` client's: here, the rest: on the hosts)."""
+    here = hosts = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            name, fields = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :].split()
+            if fields[0] != "Z" or int(fields[1]) != os.getpid():
+                continue
+            pid, _, usage = os.wait4(int(entry), os.WNOHANG)
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid:
+            cpu = usage.ru_utime + usage.ru_stime
+            if name == "ssh":
+                here += cpu
+            else:
+                hosts += cpu
+    return here, hosts
 
 
 def _processes_naming(text: str) -> list[int]:
@@ -534,7 +562,8 @@ class Fleet:
         def counted_run() -> float:
             local, remote = _children_cpu_s(), _listener_cpu_s(self.lab)
             elapsed = run()
-            samples.append((_children_cpu_s() - local, _listener_cpu_s(self.lab) - remote))
+            _, orphans = _reap_orphans()  # counted in _children_cpu_s, but the hosts' work
+            samples.append((_children_cpu_s() - local - orphans, _listener_cpu_s(self.lab) - remote + orphans))
             return elapsed
 
         return counted_run
