@@ -19,7 +19,8 @@ with its builds and tests easily fills a build host; a larger host says so (``ca
 
 
 def _name(text: str) -> str:
-    if text.startswith("-") or any(c.isspace() or not c.isprintable() for c in text):
+    # A space is the one blank str.isprintable() lets through.
+    if text.startswith("-") or not text.isprintable() or " " in text:
         raise ValueError("must be printable, without blanks, and not start with '-'")
     return text
 

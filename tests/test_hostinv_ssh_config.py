@@ -121,3 +121,18 @@ def test_an_error_in_an_included_file_names_that_file(tmp_path: Path) -> None:
 def test_a_missing_config_is_unreadable(tmp_path: Path) -> None:
     with pytest.raises(InventoryUnreadable, match="cannot read"):
         load_ssh_config(tmp_path / "nope")
+
+
+def test_globs_negated_globs_and_brackets_as_ssh_reads_them() -> None:
+    # ssh knows * and ? only: "[ab]" is three characters, not a class.
+    text = (
+        "Host web1 web22 db1 x[ab] xa\n"
+        "Host web? !db*\n  User short\n"
+        "Host * !web2*\n  Port 2222\n"
+        "Host x[ab]\n  HostName bracket.example\n"
+    )
+    hosts = {h.name: h for h in parse_ssh_config(text, "cfg").hosts}
+    assert (hosts["web1"].user, hosts["web1"].port) == ("short", 2222)
+    assert (hosts["web22"].user, hosts["web22"].port) == (None, None)  # ? is one character; !web2* excludes
+    assert (hosts["db1"].user, hosts["db1"].port) == (None, 2222)
+    assert hosts["x[ab]"].address == "bracket.example" and hosts["xa"].address is None

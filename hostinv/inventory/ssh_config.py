@@ -15,6 +15,7 @@ Parsing is pure: the caller passes a function that reads an ``Include``'s files.
 from __future__ import annotations
 
 import fnmatch
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,12 +53,13 @@ def parse_ssh_config(text: str, source: str, *, read_include: IncludeReader | No
     notes: list[str] = []
     _read(text, source, blocks, notes, read_include, depth=0)
     aliases = dict.fromkeys(p for b in blocks for p in b.patterns if not any(c in p for c in "*?!"))
+    matchers = [_Patterns(b.patterns) if b.patterns else None for b in blocks]
     hosts = []
     for alias in aliases:
         values: dict[str, tuple[str, str, str, int]] = {}  # field: (value, keyword, source, line)
         options: dict[str, str] = {}
-        for block in blocks:
-            if block.patterns and not _matches(alias, block.patterns):
+        for block, matcher in zip(blocks, matchers, strict=True):
+            if matcher is not None and not matcher.match(alias):
                 continue
             for keyword, value, where, line in block.options:
                 key = keyword.lower()
@@ -131,15 +133,27 @@ def _split(line: str, source: str, number: int) -> tuple[str, list[str]]:
     return keyword, args
 
 
-def _matches(alias: str, patterns: Sequence[str]) -> bool:
-    """ssh's Host matching: any positive pattern matches and no negated one does (case-insensitive)."""
-    name = alias.lower()
-    positive = False
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        glob = pattern.removeprefix("!").lower().replace("[", "[[]")  # ssh knows only * and ?
-        if fnmatch.fnmatchcase(name, glob):
-            if negated:
-                return False
-            positive = True
-    return positive
+class _Patterns:
+    """A Host line's patterns, matched as ssh does: any positive pattern matches and no negated
+    one does (case-insensitive; ssh knows only ``*`` and ``?``). Plain names are a set lookup, so
+    a config that lists a fleet (every alias against every block) costs no glob per pair."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.names: set[str] = set()
+        self.negated_names: set[str] = set()
+        self.globs: list[re.Pattern[str]] = []
+        self.negated_globs: list[re.Pattern[str]] = []
+        for pattern in patterns:
+            negated = pattern.startswith("!")
+            text = pattern.removeprefix("!").lower()
+            if any(c in text for c in "*?"):
+                glob = re.compile(fnmatch.translate(text.replace("[", "[[]")))
+                (self.negated_globs if negated else self.globs).append(glob)
+            else:
+                (self.negated_names if negated else self.names).add(text)
+
+    def match(self, alias: str) -> bool:
+        name = alias.lower()
+        if name in self.negated_names or any(g.match(name) for g in self.negated_globs):
+            return False
+        return name in self.names or any(g.match(name) for g in self.globs)
