@@ -7,6 +7,7 @@ script on stdin), with a slot directory of the test's own.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -126,6 +127,20 @@ def test_a_slot_is_free_the_moment_its_session_ended(prefix: str) -> None:
         for _ in range(20)
     ]
     assert [(done.returncode, done.stderr) for done in statuses] == [(0, b"")] * 20
+
+
+def test_slots_are_counted_among_many_other_locks(prefix: str, holders: list[Holder], tmp_path: Path) -> None:
+    """Hundreds of other processes' locks in /proc/locks (a database's): the count stays right,
+    with the held slot and without it."""
+    with (tmp_path / "other-locks").open("wb") as other:
+        other.truncate(1000)
+        for offset in range(0, 600, 2):  # apart, so that each is a lock of its own
+            fcntl.lockf(other, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+        Path(f"{prefix}{os.getuid()}").mkdir(mode=0o700)
+        assert held(prefix) == 0
+        holders.append(Holder(prefix, capacity=2))
+        assert holders[-1].go()
+        assert held(prefix) == 1
 
 
 def test_a_slot_frees_when_its_session_is_killed_whatever_held_it(prefix: str, holders: list[Holder]) -> None:

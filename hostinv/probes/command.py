@@ -294,10 +294,12 @@ if [ -n "$_hp_slotp" ]; then
   _hp_int "$_hp_v" || _hp_v=$(id -u 2>/dev/null) || _hp_v=
   _hp_sd=$_hp_slotp$_hp_v
   # Any flock lock at all (a "->" line is a waiter, not a holder): without one, nothing is held.
-  _hp_any=
+  # The shell reads a byte at a time, so past 256 lines of other locks awk decides instead.
+  _hp_any= _hp_n=0
   if [ -r /proc/locks ]; then
     while read -r _hp_a _hp_k _hp_r; do
-      [ "$_hp_k" != FLOCK ] || { _hp_any=1; break; }
+      _hp_n=$((_hp_n + 1))
+      if [ "$_hp_k" = FLOCK ] || [ "$_hp_n" -gt 256 ]; then _hp_any=1; break; fi
     done </proc/locks
   fi
   if ! _hp_int "$_hp_v"; then _hp_unavailable slots
