@@ -249,3 +249,23 @@ async def test_a_known_hosts_file_is_parsed_once_per_run_not_once_per_host(
     results = await probe_hosts(hosts, AGENT, WORKSPACE, settings, concurrency=8)
     assert [r.verdict for r in results] == [Verdict.READY] * len(hosts), [r.message for r in results]
     assert len(parsed) == 1
+
+
+@pytest.mark.parametrize(
+    ("ciphers", "negotiated"),
+    [(None, "aes128-gcm@openssh.com"), ("aes256-ctr", "aes256-ctr")],
+)
+async def test_a_probe_connects_with_the_ciphers_the_users_ssh_allows(
+    ssh_lab: SshLab, tmp_path: Path, ciphers: str | None, negotiated: str
+) -> None:
+    """AES-GCM first (cheaper for asyncssh than chacha20-poly1305) unless the user's config
+    narrows the choice, which then holds."""
+    from hostinv.probes.runner import _connect, _key_check, _resolve
+
+    config, _ = lab_files(ssh_lab, tmp_path, known=[h.known_hosts_line for h in ssh_lab.hosts])
+    if ciphers is not None:
+        config.write_text(f"Host *\n  Ciphers {ciphers}\n" + config.read_text())
+    settings = ProbeSettings(ssh_config=str(config), connect_timeout_s=30)
+    resolved = await _resolve("lab1", settings)
+    async with await _connect(resolved, _key_check(resolved, settings), settings, None) as conn:
+        assert (conn.get_extra_info("send_cipher"), conn.get_extra_info("recv_cipher")) == (negotiated, negotiated)

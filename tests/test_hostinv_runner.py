@@ -32,6 +32,7 @@ from hostinv.sshopts import (
     known_hosts_name,
     parse_jump,
     parse_ssh_g,
+    probe_ciphers,
     ssh_g_argv,
 )
 
@@ -64,6 +65,7 @@ Host build-1
 Host aliased
   HostKeyAlias the-alias
   UserKnownHostsFile none
+  Ciphers aes256-ctr,aes128-ctr
 """
 
 
@@ -84,6 +86,8 @@ def test_ssh_g_output_is_read_as_ssh_would_use_it(tmp_path: Path) -> None:
     assert aliased.host_key_alias == "the-alias" and aliased.known_hosts_name == "the-alias"
     assert aliased.user_known_hosts == ()  # "none": no file, which the runner then neither reads nor writes
     assert aliased.proxy_jump is None and not aliased.hash_known_hosts
+    assert aliased.ciphers == ("aes256-ctr", "aes128-ctr")
+    assert "chacha20-poly1305@openssh.com" in got.ciphers  # ssh's own defaults: it always says
 
 
 def test_the_hosts_own_fields_override_the_config_as_on_the_command_line(tmp_path: Path) -> None:
@@ -290,3 +294,24 @@ async def test_a_config_ssh_cannot_read_is_a_verdict_not_an_exception(tmp_path: 
 async def test_a_concurrency_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         await probe_hosts([], "agent", "", concurrency=0)
+
+
+ASYNCSSH_CIPHERS = [alg.decode() for alg in asyncssh.encryption.get_encryption_algs()]
+
+
+@pytest.mark.parametrize(
+    ("allowed", "offered"),
+    [
+        # OpenSSH's defaults: AES-GCM moves first, the rest keep ssh's order.
+        (
+            ["chacha20-poly1305@openssh.com", "aes128-ctr", "aes128-gcm@openssh.com", "aes256-gcm@openssh.com"],
+            ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes128-ctr"],
+        ),
+        (["aes256-ctr", "aes128-ctr"], ["aes256-ctr", "aes128-ctr"]),  # the user's choice stands
+        (["aes128-ctr", "made-up@example.com"], ["aes128-ctr"]),  # what the client lacks is left out
+        (["made-up@example.com"], []),  # nothing left: the client's defaults
+        ([], []),
+    ],
+)
+def test_a_probe_offers_the_users_ciphers_aes_gcm_first(allowed: list[str], offered: list[str]) -> None:
+    assert probe_ciphers(allowed, ASYNCSSH_CIPHERS) == offered

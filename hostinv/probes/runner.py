@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import resolve_cache
-from ..sshopts import ResolvedSsh, existing, parse_jump, parse_ssh_g, ssh_g_argv
+from ..sshopts import ResolvedSsh, existing, parse_jump, parse_ssh_g, probe_ciphers, ssh_g_argv
 from .command import PROBE_COMMAND, probe_script
 from .host_keys import HostKeyCheck, keygen_fix, parsed_known_hosts
 from .parse import ProbeReport, ProbeReportError, parse_report
@@ -327,7 +327,14 @@ async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSe
         connect_timeout=settings.connect_timeout_s,
         login_timeout=settings.connect_timeout_s,
         keepalive_interval=0,
+        encryption_algs=probe_ciphers(resolved.ciphers, _supported_ciphers()) or (),
     )
+
+
+def _supported_ciphers() -> list[str]:
+    from asyncssh.encryption import get_encryption_algs
+
+    return [alg.decode() for alg in get_encryption_algs()]
 
 
 def _finish(host: Host, judgement: Judgement, report: ProbeReport | None, started: float) -> HostProbe:
