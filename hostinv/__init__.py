@@ -1,13 +1,14 @@
 """hostinv: the hosts of a fleet, from the files operators already keep.
 
 It reads our own inventory file, the ``Host`` entries of an OpenSSH config and Ansible
-inventories (INI and YAML) into one merged view of :class:`Host` models, and resolves the
+inventories (INI and YAML) into one merged view of :class:`Host` records, and resolves the
 selectors fleet commands take (``@group``, ``build-*``, a name, ``user@host:port``).
 
 It knows nothing of the Agent Client Protocol and never imports ``remote_acp``: ``remote_acp``
 builds on it, not the other way round. The names below are imported on first use: a session
-that only needs :mod:`hostinv.resolve_cache` loads neither pydantic nor YAML, and asyncssh,
-needed only to probe hosts, is imported where a probe runs.
+that only needs :mod:`hostinv.resolve_cache` loads neither pydantic nor YAML; an inventory
+reused from where it was kept loads neither either; and asyncssh, needed only to probe hosts,
+is imported where a probe runs.
 """
 
 from __future__ import annotations

@@ -1,56 +1,83 @@
-"""The inventory's data: hosts and the merged view of them, as frozen pydantic models.
+"""The inventory's data: hosts and the merged view of them, as frozen dataclasses.
 
-A :class:`Host` remembers which of its fields a source set (pydantic's ``model_fields_set``), so
+They are plain dataclasses, not pydantic models, so that an inventory kept on disk
+(:mod:`hostinv.inventory.kept`) comes back without loading pydantic: its import and the
+building of its validators cost a quarter of a second, more than the rest of a fleet command's
+start. Values from a file are validated by :meth:`Host.from_fields` (pydantic, loaded there).
+
+A :class:`Host` remembers which of its fields a source set (:attr:`Host.fields_set`), so
 merging sources can tell "this file says capacity 1" from "this file says nothing about
 capacity": a field a higher-precedence source leaves unset is taken from the next source.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-__all__ = ["DEFAULT_CAPACITY", "Host", "Inventory"]
+__all__ = ["DEFAULT_CAPACITY", "HOST_FIELDS", "MAX_NAME", "Host", "Inventory"]
 
 DEFAULT_CAPACITY: Final = 1
 """Agents a host runs at once unless its inventory says otherwise. One, because a coding agent
 with its builds and tests easily fills a build host; a larger host says so (``capacity: 4``)."""
+MAX_NAME: Final = 255
+"""The longest host name, group, alias or user a source may give (longer than any DNS name)."""
 
 
-def _name(text: str) -> str:
-    # A space is the one blank str.isprintable() lets through.
-    if text.startswith("-") or not text.isprintable() or " " in text:
-        raise ValueError("must be printable, without blanks, and not start with '-'")
-    return text
-
-
-Name = Annotated[str, StringConstraints(min_length=1, max_length=255), AfterValidator(_name)]
-"""A host name, group or alias: printable, no blanks, not starting with ``-`` (it would read as
-an ssh option)."""
-
-
-class Host(BaseModel):
+@dataclass(frozen=True)
+class Host:
     """One host the fleet may use.
 
     ``name`` is how selectors and reports call it; ``address`` is what to connect to (``None``:
     the name itself, which ssh also resolves through ssh_config aliases). ``ssh_options`` are
     ssh_config keywords for this host only (``ProxyJump``, ``UserKnownHostsFile``...).
+
+    Built directly, nothing is checked; :meth:`from_fields` validates what a source read.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
-
-    name: Name
-    address: Name | None = None
-    port: Annotated[int, Field(ge=1, le=65535)] | None = None
-    user: Name | None = None
-    identity_file: Annotated[str, StringConstraints(min_length=1)] | None = None
-    groups: tuple[Name, ...] = ()
-    labels: dict[str, str] = Field(default_factory=dict)
-    capacity: Annotated[int, Field(ge=1, le=10_000)] = DEFAULT_CAPACITY
-    ssh_options: dict[Name, str] = Field(default_factory=dict)
+    name: str
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    groups: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    capacity: int = DEFAULT_CAPACITY
+    ssh_options: dict[str, str] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     """Where the host's fields came from, highest precedence first (file paths)."""
+    fields_set: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The fields its source set. Left empty, the name and every field that is not at its default."""
+
+    def __post_init__(self) -> None:
+        if not self.fields_set:
+            defaults = _DEFAULTS
+            given = {"name", *(k for k, v in defaults.items() if getattr(self, k) != v)}
+            object.__setattr__(self, "fields_set", frozenset(given))
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, object]) -> Host:
+        """A host from a source's values, validated: names printable, without blanks and not
+        starting with ``-`` (it would read as an ssh option), port 1-65535, capacity 1-10000,
+        no unknown field; strings stripped. ``fields_set`` is the keys given.
+
+        :raises pydantic.ValidationError: a value is refused (``loc`` names the field).
+        """
+        from ._host_fields import validated
+
+        return cls(**validated(fields))
+
+    def replace(self, **changes: Any) -> Host:
+        """A copy with ``changes`` (not validated), which count as set by its source."""
+        return dataclasses.replace(self, **changes, fields_set=self.fields_set | changes.keys())
+
+    def set_values(self) -> dict[str, object]:
+        """The fields its source set, as JSON values (lists for tuples)."""
+        return {k: _plain(getattr(self, k)) for k in HOST_FIELDS if k in self.fields_set}
 
     @property
     def destination(self) -> str:
@@ -80,10 +107,22 @@ class Host(BaseModel):
         }
 
 
-class Inventory(BaseModel):
-    """Hosts in inventory order (names unique), and notes about what a source left out and why."""
+HOST_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Host) if f.name != "fields_set")
+"""The fields a source may set, in declaration order."""
+_DEFAULTS: Final[dict[str, object]] = {
+    f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for f in dataclasses.fields(Host)
+    if f.name not in ("name", "fields_set")
+}
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+def _plain(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Hosts in inventory order (names unique), and notes about what a source left out and why."""
 
     hosts: tuple[Host, ...] = ()
     notes: tuple[str, ...] = ()

@@ -23,7 +23,7 @@ import ipaddress
 from typing import TYPE_CHECKING
 
 from .errors import SelectorInvalid, SelectorUnmatched
-from .models import Host, Inventory
+from .models import MAX_NAME, Host, Inventory
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -112,9 +112,12 @@ def _address_host(inventory: Inventory, text: str) -> Host:
     known = inventory.get(host)
     if known is not None:  # build-1 from the inventory, as another user or on another port
         update = {k: v for k, v in (("user", user), ("port", port)) if v is not None}
-        return known.model_copy(update=update)
-    fields: dict[str, object] = {"name": text, "address": host, "user": user, "port": port, "sources": ("selector",)}
-    return Host.model_validate({k: v for k, v in fields.items() if v is not None})
+        return known.replace(**update)
+    # The selector's checks and parse_address's leave only the length to check (a name longer
+    # than any host name), so pydantic stays unloaded for a host given on the command line.
+    if len(text) > MAX_NAME:
+        raise SelectorInvalid(f"the address {text[:40]!r}... is refused: longer than {MAX_NAME} characters")
+    return Host(name=text, address=host, user=user, port=port, sources=("selector",))
 
 
 def _port(text: str, whole: str) -> int:

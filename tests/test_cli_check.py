@@ -153,3 +153,18 @@ def test_a_check_of_our_inventory_loads_no_ansible_parser(env: dict[str, str], t
     loaded = probe_only_modules(env, tmp_path, "b1", "--inventory", str(inventory))
     assert "hostinv.inventory.own_file" in loaded
     assert "hostinv.inventory.ansible" not in loaded
+
+
+def test_a_check_of_an_unchanged_inventory_loads_neither_yaml_nor_pydantic(env: dict[str, str], tmp_path: Path) -> None:
+    # The merged view is kept under the cache directory: the next check of the same files starts
+    # without reading them, so without YAML, pydantic and the parsers (a quarter second of CPU).
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(f"hosts:\n  b1:\n    address: 127.0.0.1\n    port: {closed_port()}\n    user: root\n")
+    first = probe_only_modules(env, tmp_path, "b1", "--inventory", str(inventory))
+    assert {"yaml", "pydantic", "hostinv.inventory.own_file"} <= set(first)
+    again = probe_only_modules(env, tmp_path, "b1", "--inventory", str(inventory))
+    heavy = [m for m in again if m.split(".")[0] in ("yaml", "pydantic", "pydantic_core")]
+    assert heavy == []
+    assert "hostinv.inventory.own_file" not in again
+    inventory.write_text(inventory.read_text().replace("user: root", "user: ci"))
+    assert "hostinv.inventory.own_file" in probe_only_modules(env, tmp_path, "b1", "--inventory", str(inventory))

@@ -53,7 +53,7 @@ HOST = Host(name="build-1", address="10.0.0.5", user="ci", port=2222, groups=("b
 
 def ready(name: str = "build-1") -> HostCheck:
     return HostCheck(
-        HOST.model_copy(update={"name": name}),
+        HOST.replace(name=name),
         Verdict.READY,
         "qwen 0.9.1 answered initialize and opened a session",
         latency_s=0.25,
@@ -140,7 +140,7 @@ def test_a_probe_is_reused_only_while_fresh(tmp_path: Path) -> None:
     assert cache.get(HOST, "qwen", "/w", max_age_s=0) is None  # the default: no reuse
     assert cache.get(HOST, "claude", "/w", max_age_s=60) is None
     assert cache.get(HOST, "qwen", "/other", max_age_s=60) is None
-    assert cache.get(HOST.model_copy(update={"port": 22}), "qwen", "/w", max_age_s=60) is None
+    assert cache.get(HOST.replace(port=22), "qwen", "/w", max_age_s=60) is None
     assert ProbeCache(tmp_path / "probes", context="settings-2").get(HOST, "qwen", "/w", max_age_s=60) is None
     (entry,) = (tmp_path / "probes").glob("probe-*.json")
     data = json.loads(entry.read_text())

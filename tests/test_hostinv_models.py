@@ -20,7 +20,7 @@ from hostinv import DEFAULT_CAPACITY, Host, Inventory
     ],
 )
 def test_destination_is_what_ssh_is_given(fields: dict[str, object], destination: str) -> None:
-    assert Host.model_validate(fields).destination == destination
+    assert Host.from_fields(fields).destination == destination
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_destination_is_what_ssh_is_given(fields: dict[str, object], destination
 )
 def test_host_refuses_values_that_would_misbehave(fields: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        Host.model_validate(fields)
+        Host.from_fields(fields)
 
 
 def test_defaults_and_json_keys_are_stable() -> None:

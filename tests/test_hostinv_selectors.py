@@ -54,6 +54,7 @@ def test_an_address_naming_an_inventory_host_keeps_its_fields_and_overrides_user
     assert (host.name, host.address, host.user, host.port, host.groups) == (
         "build-01", "10.1.0.1", "root", 2222, ("build", "linux"),
     )  # fmt: skip
+    assert {"user", "port"} <= host.fields_set  # what the address says counts as set
     (same,) = select(INVENTORY, ["gpu-a100-1:22"])
     assert same.port == 22
 
@@ -83,7 +84,8 @@ def test_an_empty_inventory_names_no_group() -> None:
 @pytest.mark.parametrize(
     "selector",
     ["", " ", "a b", "host\x00", "-oProxyCommand=x", "-x:22", "user@-host", "-u@host", "@", "user@", ":22"]
-    + ["host:0", "host:65536", "host:ssh", "[::1", "[::1]x", "host:\u00b2"],
+    + ["host:0", "host:65536", "host:ssh", "[::1", "[::1]x", "host:\u00b2"]
+    + ["u@" + "a" * 300 + ":22"],  # longer than any host name: refused, not a validation traceback
 )
 def test_a_malformed_selector_is_refused(selector: str) -> None:
     with pytest.raises((SelectorInvalid, SelectorUnmatched)) as info:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 # Not on first use: importing the module ``merge`` would bind the package's ``merge`` to it, not
-# to the function. The module imports the models only when it merges.
+# to the function. It costs little: the models are dataclasses.
 from .merge import merge
 
 if TYPE_CHECKING:

@@ -309,7 +309,7 @@ def _resolve(picture: _Picture) -> Inventory:
         shown_groups = [g for g in ranked if g != "ungrouped"] or ["ungrouped"]
         try:
             hosts.append(
-                Host.model_validate({"name": name, **values, "groups": shown_groups, "sources": (picture.source,)})
+                Host.from_fields({"name": name, **values, "groups": shown_groups, "sources": (picture.source,)})
             )
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]

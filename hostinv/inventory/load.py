@@ -7,13 +7,14 @@ must exist; the default one may be missing (no hosts of ours yet). The ssh_confi
 ``Include`` paths are taken against ``~/.ssh``, as ssh does for a user's config.
 
 A source's parser is imported when that source is read: without our file or an Ansible
-inventory, neither YAML nor their parsers and models are loaded.
+inventory, neither YAML nor their parsers and models are loaded. Given a directory to keep it
+in, the merged view is kept there and reused while nothing it was read from changed
+(:mod:`.kept`): then no parser, YAML or pydantic is loaded at all.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..models import Inventory
+    from .kept import Reads
     from .ssh_config import IncludeReader
 
 __all__ = [
@@ -50,17 +52,29 @@ def default_inventory_path(environ: Mapping[str, str] | None = None) -> tuple[Pa
     return platformdirs.user_config_path("remote-acp") / "inventory.yaml", False
 
 
-def read_text(path: Path) -> str:
-    """The file's text (UTF-8).
+def read_text(path: Path, reads: Reads | None = None) -> str:
+    """The file's text (UTF-8, newlines as ``\\n``); ``reads`` notes what was read.
 
     :raises InventoryUnreadable: missing, a directory, no permission, not UTF-8.
     """
     try:
-        return path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InventoryUnreadable(str(path), f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise InventoryUnreadable(str(path), f"cannot read: {exc.strerror or exc}") from None
+    if reads is not None:
+        reads.read(os.path.abspath(path), data)
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _exists(path: Path, reads: Reads | None) -> bool:
+    """Whether ``path`` exists; a missing one is noted in ``reads`` (one that exists is read next)."""
+    found = path.exists()
+    if not found and reads is not None:
+        reads.read(os.path.abspath(path), None)
+    return found
 
 
 def write_text(path: Path, text: str) -> None:
@@ -79,7 +93,7 @@ def write_text(path: Path, text: str) -> None:
         raise InventoryUnreadable(str(path), f"cannot write: {exc.strerror or exc}") from None
 
 
-def load_ssh_config(path: Path, *, include_dir: Path | None = None) -> Inventory:
+def load_ssh_config(path: Path, *, include_dir: Path | None = None, reads: Reads | None = None) -> Inventory:
     """The hosts of the ssh_config at ``path``, its ``Include`` files followed (relative paths
     against ``include_dir``, default ``~/.ssh``).
 
@@ -89,21 +103,26 @@ def load_ssh_config(path: Path, *, include_dir: Path | None = None) -> Inventory
     from .ssh_config import parse_ssh_config
 
     base = include_dir if include_dir is not None else Path.home() / ".ssh"
-    return parse_ssh_config(read_text(path), str(path), read_include=_include_reader(base))
+    return parse_ssh_config(read_text(path, reads), str(path), read_include=_include_reader(base, reads))
 
 
-def _include_reader(base: Path) -> IncludeReader:
+def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
+    from .kept import matches
+
     def read(pattern: str) -> list[tuple[str, str]]:
         expanded = os.path.expanduser(pattern)
         if not os.path.isabs(expanded):
             expanded = str(base / expanded)
         # ssh skips an Include that matches nothing; a directory matched by a glob is not a config
-        return [(p, read_text(Path(p))) for p in sorted(glob.glob(expanded)) if not os.path.isdir(p)]
+        found = matches(expanded)
+        if reads is not None:
+            reads.matched(expanded, found)
+        return [(p, read_text(Path(p), reads)) for p in found]
 
     return read
 
 
-def load_ansible(path: Path) -> Inventory:
+def load_ansible(path: Path, reads: Reads | None = None) -> Inventory:
     """The hosts of the Ansible inventory at ``path`` (INI or YAML).
 
     :raises InventoryUnreadable: the file cannot be read.
@@ -111,7 +130,7 @@ def load_ansible(path: Path) -> Inventory:
     """
     from .ansible import parse_ansible
 
-    return parse_ansible(read_text(path), str(path))
+    return parse_ansible(read_text(path, reads), str(path))
 
 
 def load_inventory(
@@ -122,10 +141,12 @@ def load_inventory(
     ansible: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
+    keep_in: Path | None = None,
 ) -> Inventory:
     """The merged view: our file, then the Ansible inventories (those it names, then ``ansible``),
     then the ssh_config (``ssh_config``, else ``~/.ssh/config`` if present; none when not
-    ``use_ssh_config``). ``home`` stands in for the user's home directory (tests).
+    ``use_ssh_config``). ``home`` stands in for the user's home directory (tests). ``keep_in``:
+    a directory where the view is kept and reused while nothing it was read from changed.
 
     :raises InventoryUnreadable: a file named explicitly (or through the environment) is missing
         or unreadable, or any file that exists cannot be read.
@@ -136,17 +157,32 @@ def load_inventory(
         own_path, required = inventory_file, True
     else:
         own_path, required = default_inventory_path(environ)
+    config = ssh_config if ssh_config is not None else home / ".ssh" / "config"
+    reads = name = None
+    if keep_in is not None:
+        from . import kept
+
+        absolute = os.path.abspath
+        how = [absolute(own_path), required, [absolute(p) for p in ansible], ssh_config is not None]
+        name = kept.entry_name([*how, use_ssh_config and absolute(config), absolute(home)])
+        found = kept.lookup(str(keep_in), name)
+        if found is not None:
+            return found
+        reads = kept.Reads()
     sources: list[Inventory] = []
     named: list[Path] = []
-    if required or own_path.exists():
+    if required or _exists(own_path, reads):
         from .own_file import parse_inventory_yaml
 
-        own = parse_inventory_yaml(read_text(own_path), str(own_path))
+        own = parse_inventory_yaml(read_text(own_path, reads), str(own_path))
         sources.append(own.inventory)
         named = [own_path.parent / Path(p).expanduser() for p in own.ansible]
-    sources.extend(load_ansible(p) for p in (*named, *ansible))
-    if use_ssh_config:
-        config = ssh_config if ssh_config is not None else home / ".ssh" / "config"
-        if ssh_config is not None or config.exists():
-            sources.append(load_ssh_config(config, include_dir=home / ".ssh"))
-    return merge(sources)
+    sources.extend(load_ansible(p, reads) for p in (*named, *ansible))
+    if use_ssh_config and (ssh_config is not None or _exists(config, reads)):
+        sources.append(load_ssh_config(config, include_dir=home / ".ssh", reads=reads))
+    merged = merge(sources)
+    if keep_in is not None and reads is not None and name is not None:
+        from .kept import store
+
+        store(str(keep_in), name, reads, merged)
+    return merged

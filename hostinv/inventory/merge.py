@@ -10,12 +10,12 @@ precedence order, first name them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ..models import Host, Inventory
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from ..models import Inventory
 
 __all__ = ["merge"]
 
@@ -25,19 +25,18 @@ _BY_KEY = ("labels", "ssh_options")
 
 def merge(sources: Sequence[Inventory]) -> Inventory:
     """The merged view of ``sources`` (highest precedence first), their notes kept in order."""
-    from ..models import Host, Inventory  # here: importing the package (and this module) loads no pydantic
-
-    fields: dict[str, dict[str, object]] = {}
+    fields: dict[str, dict[str, Any]] = {}
     for inventory in sources:
         for host in inventory.hosts:
             into = fields.setdefault(host.name, {"name": host.name})
-            for key in host.model_fields_set - {"name"}:
+            for key in host.fields_set - {"name"}:
                 value = getattr(host, key)
                 if key in _UNION:
-                    into[key] = tuple(dict.fromkeys([*into.get(key, ()), *value]))  # type: ignore[misc]
+                    into[key] = tuple(dict.fromkeys([*into.get(key, ()), *value]))
                 elif key in _BY_KEY:
-                    into[key] = {**value, **into.get(key, {})}  # type: ignore[dict-item]
+                    into[key] = {**value, **into.get(key, {})}
                 else:
                     into.setdefault(key, value)
-    hosts = tuple(Host.model_validate(f) for f in fields.values())
+    # Every value was validated by its source: the merged host is built as it is.
+    hosts = tuple(Host(**f, fields_set=frozenset(f)) for f in fields.values())
     return Inventory(hosts=hosts, notes=tuple(note for inventory in sources for note in inventory.notes))

@@ -23,6 +23,7 @@ otherwise be silently ignored).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 import yaml
@@ -58,10 +59,9 @@ class _File(BaseModel):
     ansible: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
 
-class OwnFile(BaseModel):
+@dataclass(frozen=True)
+class OwnFile:
     """Our inventory file, parsed: its hosts, and the Ansible inventories it names (as written)."""
-
-    model_config = ConfigDict(frozen=True)
 
     inventory: Inventory
     ansible: tuple[str, ...] = ()
@@ -92,7 +92,7 @@ def parse_inventory_yaml(text: str, source: str) -> OwnFile:
         merged["groups"] = list(dict.fromkeys([*base.get("groups", []), *own.get("groups", [])]))
         fields_set = {k for k, v in merged.items() if v not in ({}, [])}
         try:
-            host = Host.model_validate({"name": name, **{k: merged[k] for k in fields_set}, "sources": (source,)})
+            host = Host.from_fields({"name": name, **{k: merged[k] for k in fields_set}, "sources": (source,)})
         except ValidationError as exc:
             field = exc.errors()[0]["loc"][0]
             if field == "name":
@@ -108,7 +108,7 @@ def dump_inventory_yaml(inventory: Inventory, *, header: str = "") -> str:
     """``inventory``'s hosts as our YAML file (fields left unset are left out; ``sources`` is not written)."""
     hosts: dict[str, dict[str, object] | None] = {}
     for host in inventory.hosts:
-        fields = host.model_dump(mode="json", exclude_unset=True, exclude={"name", "sources"})
+        fields = {k: v for k, v in host.set_values().items() if k not in ("name", "sources")}
         hosts[host.name] = {k: v for k, v in fields.items() if v not in ({}, [], None)} or None
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return comment + yaml.safe_dump({"hosts": hosts}, sort_keys=False, default_flow_style=False, allow_unicode=True)

@@ -71,7 +71,7 @@ def parse_ssh_config(text: str, source: str, *, read_include: IncludeReader | No
             k: v[0].replace("%h", alias) if k == "address" else v[0] for k, v in values.items()
         }
         try:
-            hosts.append(Host.model_validate({"name": alias, **fields, "ssh_options": options, "sources": (source,)}))
+            hosts.append(Host.from_fields({"name": alias, **fields, "ssh_options": options, "sources": (source,)}))
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             field_name = str(error["loc"][0])

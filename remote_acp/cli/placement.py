@@ -58,11 +58,14 @@ def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -
 
 
 def load_merged(inventory_file: str | None, ssh_config: str | None) -> Inventory:
-    """The merged inventory, with ``ssh_config`` as ``ssh -F`` takes it (``none``: no ssh_config)."""
+    """The merged inventory, with ``ssh_config`` as ``ssh -F`` takes it (``none``: no ssh_config),
+    kept under the cache directory's ``inventory`` while nothing it was read from changes."""
     import hostinv
 
+    from ..targets.ssh_config import cache_base
     from .inventory import _path
 
+    keep_in = cache_base() / "inventory"
     if ssh_config is not None and ssh_config.lower() == "none":
-        return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False)
-    return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config))
+        return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, keep_in=keep_in)
+    return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config), keep_in=keep_in)
