@@ -6,6 +6,7 @@ import os
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -29,7 +30,6 @@ from tests.support.ssh_build import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 # What a user's ssh_config may not change about a session, overridden on the command line.
 OVERRIDES = [
@@ -286,6 +286,36 @@ async def test_the_probe_finds_what_an_older_ssh_knows_once_per_process(tmp_path
     assert runs == 1 + len(PROBED_OVERRIDES)  # all at once, then one by one
     assert await local_ssh_options(str(ssh), os.environ) == frozenset({"RemoteCommand"})
     assert (tmp_path / "bin" / "runs.log").read_text().count("run") == runs  # remembered
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+async def test_the_answer_is_kept_for_the_next_process_while_the_binary_is_the_same(tmp_path: Path) -> None:
+    ssh = old_ssh(tmp_path / "bin", ("StdinNull", "SessionType", "ForkAfterAuthentication"))
+    log = tmp_path / "bin" / "runs.log"
+    assert await local_ssh_options(str(ssh), os.environ) == frozenset({"RemoteCommand"})
+    runs = log.read_text().count("run")
+    ssh_argv_module._known_options.clear()  # as a new process starts
+    assert await local_ssh_options(str(ssh), os.environ) == frozenset({"RemoteCommand"})
+    assert log.read_text().count("run") == runs  # read from the cache directory, not asked
+    # An upgraded client (another file) is asked again: this one knows everything.
+    ssh.write_text(f"#!/bin/sh\necho run >> {shlex.quote(str(log))}\n")
+    ssh_argv_module._known_options.clear()
+    assert await local_ssh_options(str(ssh), os.environ) == frozenset(name for name, _ in PROBED_OVERRIDES)
+    assert log.read_text().count("run") == runs + 1
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("fresh_probe_cache")
+@pytest.mark.parametrize("damage", ["", "[", '["Nonsense"]', '{"a": 1}', "[1]"])
+async def test_a_damaged_kept_answer_is_asked_again(tmp_path: Path, damage: str) -> None:
+    ssh = old_ssh(tmp_path / "bin", ())
+    assert len(await local_ssh_options(str(ssh), os.environ)) == len(PROBED_OVERRIDES)
+    (kept,) = (Path(os.environ["REMOTE_ACP_CACHE_DIR"]) / "ssh-options").iterdir()
+    kept.write_text(damage)
+    ssh_argv_module._known_options.clear()
+    assert len(await local_ssh_options(str(ssh), os.environ)) == len(PROBED_OVERRIDES)
+    assert (tmp_path / "bin" / "runs.log").read_text().count("run") == 2
 
 
 @pytest.mark.anyio

@@ -22,9 +22,11 @@ command line, where they win over any ssh_config (OpenSSH keeps the first value 
 
 Some of these options are newer than the clients people run (``StdinNull``, ``SessionType`` and
 ``ForkAfterAuthentication`` came with OpenSSH 8.7, ``RemoteCommand`` with 7.6), and an OpenSSH
-refuses an option it does not know. :func:`local_ssh_options` asks the local ssh once per process
-which of them it knows (``ssh -G`` parses options without connecting), and :func:`ssh_argv` leaves
-out the others: a client that does not know an option cannot have it set by a config file either.
+refuses an option it does not know. :func:`local_ssh_options` asks the local ssh which of them it
+knows (``ssh -G`` parses options without connecting), once per binary: the answer is kept under
+the cache directory while the binary is the same file (path, size, time, inode). :func:`ssh_argv`
+leaves out the others: a client that does not know an option cannot have it set by a config file
+either.
 """
 
 from __future__ import annotations
@@ -179,6 +181,11 @@ async def local_ssh_options(ssh: str, environ: Mapping[str, str]) -> frozenset[s
 
 
 async def _ask(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
+    kept = _kept_path(ssh)
+    known = _read_kept(kept)
+    if known is not None:
+        _known_options[ssh] = known
+        return known
     try:
         if await _knows(ssh, PROBED_OVERRIDES, environ):
             known = frozenset(name for name, _ in PROBED_OVERRIDES)
@@ -189,7 +196,64 @@ async def _ask(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
     except (OSError, TimeoutError):
         return frozenset()
     _known_options[ssh] = known
+    _keep(kept, known)
     return known
+
+
+def _kept_path(ssh: str) -> str | None:
+    """Where the answer for the binary ``ssh`` is kept (named by what identifies the file)."""
+    import hashlib
+    import json
+    import os
+
+    from .ssh_config import cache_base
+
+    try:
+        stat = os.stat(ssh)
+        base = cache_base()
+    except OSError:
+        return None
+    identity = json.dumps([1, ssh, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev, PROBED_OVERRIDES])
+    return str(base / "ssh-options" / (hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:40]))
+
+
+def _read_kept(path: str | None) -> frozenset[str] | None:
+    """The kept answer, if it reads as one (anything else is a miss)."""
+    import json
+
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            names = json.load(file)
+    except (OSError, ValueError):
+        return None
+    known = {name for name, _ in PROBED_OVERRIDES}
+    if not isinstance(names, list) or not all(isinstance(n, str) and n in known for n in names):
+        return None
+    return frozenset(names)
+
+
+def _keep(path: str | None, known: frozenset[str]) -> None:
+    """Keep ``known`` at ``path`` whole or not at all; a directory that cannot be written only costs the reuse."""
+    import contextlib
+    import json
+    import os
+    import tempfile
+
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".ssh-options-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump(sorted(known), file)
+            os.replace(temporary, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
 
 async def _knows(ssh: str, options: tuple[tuple[str, str], ...], environ: Mapping[str, str]) -> bool:
