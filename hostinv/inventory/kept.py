@@ -97,13 +97,14 @@ def lookup(directory: str, name: str) -> Inventory | None:
 
 def _host(fields: dict[str, Any]) -> Host:
     given = frozenset(fields.pop("fields_set"))
+    del fields["destination"]  # computed from the others
     values: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in fields.items()}
     return Host(**values, fields_set=given)
 
 
 def store(directory: str, name: str, reads: Reads, inventory: Inventory) -> None:
     """Keep ``inventory`` under ``name`` (atomically) with what it was read from."""
-    hosts = [{**h.set_values(), "fields_set": sorted(h.fields_set)} for h in inventory.hosts]
+    hosts = [{**h.to_json(), "fields_set": sorted(h.fields_set)} for h in inventory.hosts]
     entry = {"version": _VERSION, "files": reads.files, "globs": reads.globs, "hosts": hosts, "notes": inventory.notes}
     with contextlib.suppress(OSError):
         os.makedirs(directory, mode=0o700, exist_ok=True)
