@@ -234,3 +234,28 @@ async def test_without_its_supervisor_kill_falls_back_to_the_group_and_the_mark(
         assert await gone_within([process.pid, child], 5)
     finally:
         process.release()
+
+
+def test_the_supervisor_boots_from_any_directory_and_only_its_own_module_is_taken_from_there(tmp_path: Path) -> None:
+    # Quotes, a space and a backslash in the install path; a file beside it named like a
+    # standard module it imports must not replace that module.
+    from remote_acp.targets.containment import SUPERVISOR_SCRIPT, boot_code
+
+    home = tmp_path / 'it\'s a \\ "dir"'
+    home.mkdir()
+    (home / "_supervisor.py").write_text(Path(SUPERVISOR_SCRIPT).read_text())
+    (home / "select.py").write_text("raise SystemExit('the decoy select was imported')\n")
+    life_r, life_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    argv = [sys.executable, "-I", "-S", "-c", boot_code(str(home)), str(life_r), str(rep_w), str(os.getpid()), ""]
+    supervisor = subprocess.Popen([*argv, "--", "/bin/true"], pass_fds=(life_r, rep_w), stderr=subprocess.PIPE)
+    os.close(life_r)
+    os.close(rep_w)
+    reports = b""
+    while b"X" not in reports and (chunk := os.read(rep_r, 256)):
+        reports += chunk
+    os.close(life_w)  # end of the lifeline: the supervisor kills what is left and exits
+    _, stderr = supervisor.communicate(timeout=30)
+    os.close(rep_r)
+    assert supervisor.returncode == 0, stderr
+    assert b"\nP" in reports and reports.endswith(b"X0 0\n")

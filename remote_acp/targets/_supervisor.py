@@ -1,6 +1,7 @@
-"""The supervisor: the process between a session's controller and its agent (run as a script).
+"""The supervisor: the process between a session's controller and its agent (a program of its own).
 
-Started as ``python -I -S _supervisor.py LIFELINE STATUS CONTROLLER CWD -- ARGV...`` with the
+Started as ``python -I -S -c BOOT LIFELINE STATUS CONTROLLER CWD -- ARGV...`` (``BOOT`` imports
+this module from its directory and calls :func:`main`; see :mod:`.containment`) with the
 agent's pipes as stdin/stdout/stderr and the agent's environment. It imports nothing beyond
 ``os``, ``select`` and the C modules ``_signal``/``_ctypes`` (``signal`` and ``ctypes`` cost
 more to import than the whole interpreter start-up), because every session waits for it.

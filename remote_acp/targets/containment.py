@@ -1,7 +1,7 @@
 """Containment: nothing an agent starts outlives the session or the process that opened it.
 
 Theory of operation: the agent is not our child but the child of a small supervisor process
-(:mod:`remote_acp.targets._supervisor`, a stdlib-only script run with ``python -I -S``) that
+(:mod:`remote_acp.targets._supervisor`, a stdlib-only module run with ``python -I -S``) that
 stands between this process (the controller) and the agent. The supervisor
 
 - makes itself a *child subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``): a descendant whose
@@ -59,9 +59,22 @@ from .exit_status import ExitStatus
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor"]
+__all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor", "boot_code"]
 
 SUPERVISOR_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_supervisor.py")
+
+
+def boot_code(directory: str) -> str:
+    """``python -c``'s code that runs the supervisor in ``directory``.
+
+    Imported rather than run as a script: a script is compiled at every start, a module comes
+    from its cached bytecode (4 ms of CPU less per session). Appended to the path, so that no
+    file beside it can stand in for a standard module.
+    """
+    return f"import sys; sys.path.append({directory!r}); import _supervisor; _supervisor.main(sys.argv)"
+
+
+_BOOT = boot_code(os.path.dirname(SUPERVISOR_SCRIPT))
 _POLL_INTERVAL = 0.01
 
 _lifelines: set[int] = set()
@@ -135,7 +148,7 @@ class Supervisor:
         rep_r, rep_w = os.pipe()
         try:
             popen = subprocess.Popen(
-                [sys.executable, "-I", "-S", SUPERVISOR_SCRIPT, str(life_r), str(rep_w), str(os.getpid()), cwd or ""]
+                [sys.executable, "-I", "-S", "-c", _BOOT, str(life_r), str(rep_w), str(os.getpid()), cwd or ""]
                 + ["--", *argv],
                 stdin=stdin,
                 stdout=stdout,
