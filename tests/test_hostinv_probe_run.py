@@ -389,6 +389,45 @@ def test_a_host_without_getconf_df_or_setsid(tmp_path: Path) -> None:
     assert report.agent_version == "agent 2.0"
 
 
+def test_a_df_that_hangs_leaves_what_was_read_before_it(tmp_path: Path) -> None:
+    # The report is written in a few pieces, not a line at a time; each goes out before a step
+    # that may hang (df on a dead NFS mount): a probe cut short by the runner's timeout still
+    # says what it read.
+    import select
+    import signal
+
+    from hostinv.probes import ReportCutShortError
+
+    tools = _tool_dir(tmp_path, ["sleep"])
+    _script(tools / "df", "exec sleep 60\n")
+    probe = subprocess.Popen(
+        PROBE_COMMAND.split(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PATH": str(tools), "HOME": str(tmp_path)},
+        start_new_session=True,
+    )
+    assert probe.stdin is not None and probe.stdout is not None
+    probe.stdin.write(probe_script("agent", str(tmp_path)).encode())
+    probe.stdin.close()
+    out = b""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while b"workspace_writable=" not in out and time.monotonic() < deadline:
+        if select.select([probe.stdout], [], [], 1)[0]:
+            out += os.read(probe.stdout.fileno(), 4096)
+    time.sleep(0.3)  # nothing more comes: df holds the probe
+    if select.select([probe.stdout], [], [], 0)[0]:
+        out += os.read(probe.stdout.fileno(), 4096)
+    os.killpg(probe.pid, signal.SIGKILL)
+    probe.wait()
+    probe.stdout.close()
+    with pytest.raises(ReportCutShortError) as info:
+        parse_report(out.decode())
+    partial = info.value.partial
+    assert partial.cores == os.cpu_count() and partial.mem_total_kib and partial.workspace_writable is True
+    assert partial.disk_free_kib is None and partial.agent_found is None
+
+
 def test_cores_from_getconf_when_the_kernel_list_is_unreadable(tmp_path: Path) -> None:
     report, _ = run_probe("sh", str(tmp_path), path=SYSTEM_PATH, home=tmp_path, prefix=_hiding_kernel_files())
     assert report.cores == os.cpu_count() and report.cores_from == "getconf"

@@ -78,10 +78,14 @@ _hp_miss=
 
 # _hp_put KEY VALUE: one report line. Each byte stays as it is, but a backslash doubles and a
 # control byte (newline, CR, ESC...) becomes \xNN, so the value cannot end its line. A short
-# value with neither is printed as it is: the byte-by-byte loop is most of a probe's own time.
+# value with neither is kept as it is: the byte-by-byte loop is most of a probe's own time.
+# Lines are kept in _hp_rep and written by _hp_flush before each step that may hang (df on a
+# dead mount, the agent, the login shell) and at the end: a write per line would be a packet
+# per line for sshd to encrypt and the client to decrypt.
+_hp_flush() { printf '%s' "$_hp_rep"; _hp_rep=; }
 _hp_put() {
   case $2 in *\\*|*[[:cntrl:]]*) ;; *)
-    if [ "${#2}" -le __MAX__ ]; then printf '%s=%s\n' "$1" "$2"; return; fi ;;
+    if [ "${#2}" -le __MAX__ ]; then _hp_rep=$_hp_rep$1=$2$_hp_nl; return; fi ;;
   esac
   _hp_s=$2 _hp_o= _hp_n=0
   while [ -n "$_hp_s" ] && [ "$_hp_n" -lt __MAX__ ]; do
@@ -93,7 +97,7 @@ _hp_put() {
     esac
     _hp_n=$((_hp_n + 1))
   done
-  printf '%s=%s\n' "$1" "$_hp_o"
+  _hp_rep=$_hp_rep$1=$_hp_o$_hp_nl
 }
 _hp_unavailable() { _hp_miss=${_hp_miss:+$_hp_miss,}$1; }
 _hp_int() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
@@ -161,7 +165,7 @@ _hp_split() {
   [ -n "$_hp_first" ] || _hp_first=$_hp_any
 }
 
-printf '%s\n' '__HEADER__'
+_hp_rep='__HEADER__'$_hp_nl
 
 # What the kernel says in /proc costs no process; uname answers the rest. Each program a probe
 # starts costs a host a few milliseconds, and a fleet check starts a probe on every host at once.
@@ -205,8 +209,10 @@ fi
 
 _hp_t= _hp_a=
 if [ -r /proc/meminfo ]; then
+  # The shell reads a byte at a time: stop at the two lines wanted (the third, since 3.14).
   while read -r _hp_k _hp_v _hp_r; do
     case $_hp_k in MemTotal:) _hp_t=$_hp_v ;; MemAvailable:) _hp_a=$_hp_v ;; esac
+    [ -z "$_hp_t" ] || [ -z "$_hp_a" ] || break
   done </proc/meminfo
 fi
 if _hp_int "$_hp_t"; then _hp_put mem_total_kib "$_hp_t"; else _hp_unavailable mem_total; fi
@@ -226,6 +232,7 @@ fi
 # that df -k without -P wrapped after a long device name still reads right.
 _hp_free=
 if [ -d "$_hp_wp" ]; then
+  _hp_flush
   _hp_v=$(df -Pk "$_hp_wp" 2>/dev/null) || _hp_v=$(df -k "$_hp_wp" 2>/dev/null) || _hp_v=
   set -f; set -- ${_hp_v##*"$_hp_nl"}; set +f
   _hp_prev=
@@ -239,6 +246,7 @@ if _hp_v=$(command -v "$_hp_prog" 2>/dev/null) && [ -n "$_hp_v" ]; then
   _hp_put agent found
   _hp_put agent_path "$_hp_v"
   case $_hp_v in */*) _hp_run=$_hp_v ;; *) _hp_run=$_hp_prog ;; esac
+  _hp_flush
   _hp_split "$(_hp_bounded __VERSION_S__ '' "$_hp_run" --version)"
   if [ "$_hp_rc" = 137 ]; then _hp_put agent_run timeout; else _hp_put agent_run "exit:$_hp_rc"; fi
   [ -z "$_hp_first" ] || _hp_put agent_version "$_hp_first"
@@ -256,6 +264,7 @@ else
       if [ -n "${SHELL-}" ] && [ ! -x "$SHELL" ]; then _hp_put login no_shell
       elif [ -n "${SHELL-}" ]; then
         # The marker is split by "" in what the shell reads: an interactive shell may echo that line.
+        _hp_flush
         _hp_out=$(_hp_bounded __LOGIN_S__ 'echo __MARK_SPLIT__; printenv PATH; echo __MARK_SPLIT__' "$SHELL" $_hp_lf)
         _hp_split "$_hp_out"
         _hp_lp=${_hp_out#*__MARK__"$_hp_nl"}
@@ -327,7 +336,7 @@ if [ -n "$_hp_slotp" ]; then
 fi
 
 _hp_put unavailable "$_hp_miss"
-printf '%s\n' '__END__'
+printf '%s%s\n' "$_hp_rep" '__END__'
 """
 
 
