@@ -55,8 +55,7 @@ class Host:
 
     def __post_init__(self) -> None:
         if not self.fields_set:
-            defaults = _DEFAULTS
-            given = {"name", *(k for k, v in defaults.items() if getattr(self, k) != v)}
+            given = {"name", *(k for k, v in _DEFAULTS.items() if getattr(self, k) != v)}
             object.__setattr__(self, "fields_set", frozenset(given))
 
     @classmethod

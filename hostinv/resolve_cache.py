@@ -32,10 +32,10 @@ import re
 import shlex
 import shutil
 import socket
-import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from .keep import ABSENT, read_entry, write_whole
 from .sshopts import login_home
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ class Reading:
     ``Include`` lines name, the variables they use; ``why_not`` says why it cannot be kept."""
 
     def __init__(self) -> None:
-        self.files: dict[str, str] = {}  # path -> sha256 of the contents, or "absent"
-        self.directories: dict[str, str] = {}  # path -> sha256 of its sorted names, or "absent"
+        self.files: dict[str, str] = {}  # path -> sha256 of the contents, or ABSENT
+        self.directories: dict[str, str] = {}  # path -> sha256 of its sorted names, or ABSENT
         self.variables: dict[str, str | None] = {}
         self.why_not: str | None = None
 
@@ -101,19 +101,11 @@ class Reading:
         return {"files": self.files, "directories": self.directories, "variables": self.variables}
 
 
-def _digest(path: str) -> str:
-    try:
-        with open(path, "rb") as file:
-            return hashlib.sha256(file.read(1 << 20)).hexdigest()
-    except FileNotFoundError:
-        return "absent"
-
-
 def _listing(path: str) -> str:
     try:
         names = sorted(os.listdir(path))
     except (FileNotFoundError, NotADirectoryError):
-        return "absent"
+        return ABSENT
     return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -141,12 +133,12 @@ def reading(
                 if os.fstat(file.fileno()).st_mtime_ns >= since_ns - _RACY_NS:
                     found.why_not = f"{path} changed while ssh read it"
                     return found
-                data = file.read(1 << 20)
+                data = file.read()
         except FileNotFoundError:
             if path in read_now:  # ssh read it a moment ago: it went meanwhile
                 found.why_not = f"{path} went while ssh read it"
                 return found
-            found.files[path] = "absent"
+            found.files[path] = ABSENT
             continue
         except OSError as exc:
             found.why_not = f"{path}: {exc.strerror}"
@@ -235,13 +227,10 @@ def entry_name(argv: Sequence[str], ssh: str, *, environ: Mapping[str, str]) -> 
 def lookup(directory: str, name: str, environ: Mapping[str, str]) -> str | None:
     """The kept answer (``ssh -G``'s output) named ``name``, if what it depends on is unchanged;
     else ``None``."""
+    entry = read_entry(directory, name, _VERSION)
+    if entry is None:
+        return None
     try:
-        with open(os.path.join(directory, name + ".json"), encoding="utf-8") as file:
-            entry = json.load(file)
-        if entry.get("version") != _VERSION:
-            return None
-        if any(_digest(path) != digest for path, digest in entry["files"].items()):
-            return None
         if any(_listing(path) != names for path, names in entry["directories"].items()):
             return None
         if any(environ.get(var) != value for var, value in entry["variables"].items()):
@@ -280,12 +269,4 @@ def store(directory: str, name: str, found: Reading, answer: str) -> None:
     entry = {"version": _VERSION, **found.as_json(), "answer": answer}
     with contextlib.suppress(OSError):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".ssh-g-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump(entry, file)
-            os.replace(temporary, os.path.join(directory, name + ".json"))
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_whole(os.path.join(directory, name + ".json"), json.dumps(entry).encode(), prefix=".ssh-g-")

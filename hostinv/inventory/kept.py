@@ -22,9 +22,9 @@ import glob
 import hashlib
 import json
 import os
-import tempfile
 from typing import TYPE_CHECKING, Any, Final
 
+from ..keep import ABSENT, read_entry, write_whole
 from ..models import Host, Inventory
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Reads:
         self.globs: dict[str, list[str]] = {}
 
     def read(self, path: str, data: bytes | None) -> None:
-        self.files[path] = "absent" if data is None else hashlib.sha256(data).hexdigest()
+        self.files[path] = ABSENT if data is None else hashlib.sha256(data).hexdigest()
 
     def matched(self, pattern: str, paths: Sequence[str]) -> None:
         self.globs[pattern] = list(paths)
@@ -70,23 +70,12 @@ def entry_name(inputs: Sequence[object]) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
 
-def _digest(path: str) -> str:
-    try:
-        with open(path, "rb") as file:
-            return hashlib.sha256(file.read()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError):
-        return "absent"
-
-
 def lookup(directory: str, name: str) -> Inventory | None:
     """The kept inventory named ``name``, if nothing it was read from changed; else ``None``."""
+    entry = read_entry(directory, name, _VERSION)
+    if entry is None:
+        return None
     try:
-        with open(os.path.join(directory, name + ".json"), encoding="utf-8") as file:
-            entry = json.load(file)
-        if entry.get("version") != _VERSION:
-            return None
-        if any(_digest(path) != digest for path, digest in entry["files"].items()):
-            return None
         if any(matches(pattern) != found for pattern, found in entry["globs"].items()):
             return None
         hosts = tuple(_host(fields) for fields in entry["hosts"])
@@ -108,12 +97,4 @@ def store(directory: str, name: str, reads: Reads, inventory: Inventory) -> None
     entry = {"version": _VERSION, "files": reads.files, "globs": reads.globs, "hosts": hosts, "notes": inventory.notes}
     with contextlib.suppress(OSError):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".inventory-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump(entry, file)
-            os.replace(temporary, os.path.join(directory, name + ".json"))
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_whole(os.path.join(directory, name + ".json"), json.dumps(entry).encode(), prefix=".inventory-")

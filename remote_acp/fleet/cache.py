@@ -8,15 +8,14 @@ does not read (another version's, a torn write) is a miss, never an error.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from hostinv.keep import write_whole
 
 from hostinv.probes import ProbeReport, Verdict
 
@@ -110,15 +109,7 @@ class ProbeCache:
         }
         path = self._path(probe.host, agent, workspace)
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(json.dumps(entry))  # one write: json.dump writes piece by piece
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_whole(path, json.dumps(entry).encode(), prefix=".probe-")  # one write, not json.dump's many
 
 
 def _thaw(key: str, value: Any) -> Any:

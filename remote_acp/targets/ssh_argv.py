@@ -239,21 +239,14 @@ def _keep(path: str | None, known: frozenset[str]) -> None:
     import contextlib
     import json
     import os
-    import tempfile
+
+    from hostinv.keep import write_whole
 
     if path is None:
         return
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".ssh-options-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump(sorted(known), file)
-            os.replace(temporary, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_whole(path, json.dumps(sorted(known)).encode(), prefix=".ssh-options-")
 
 
 async def _knows(ssh: str, options: tuple[tuple[str, str], ...], environ: Mapping[str, str]) -> bool:

@@ -5,11 +5,9 @@ See :mod:`remote_acp.targets.ssh` ("Host keys") for why the default travels in a
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -115,6 +113,8 @@ def write_fallback_config(text: str, directory: Path) -> Path:
 
     :raises RemoteAcpError: ``agent_not_found`` when the directory cannot be used.
     """
+    from hostinv.keep import write_whole
+
     data = os.fsencode(text)
     path = directory / f"config-{hashlib.sha256(data).hexdigest()[:32]}"
     try:
@@ -131,15 +131,7 @@ def write_fallback_config(text: str, directory: Path) -> Path:
                 return path
         except FileNotFoundError:
             pass
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".config-")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_whole(path, data, prefix=".config-")
     except OSError as exc:
         raise RemoteAcpError(
             ErrorKind.AGENT_NOT_FOUND,
