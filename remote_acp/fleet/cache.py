@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hostinv.keep import write_whole
-
 from hostinv.probes import ProbeReport, Verdict
 
 if TYPE_CHECKING:
