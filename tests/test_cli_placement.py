@@ -64,3 +64,17 @@ def test_an_inventory_named_on_the_command_line_is_read(tmp_path: Path, monkeypa
     path = tmp_path / "other.yaml"
     path.write_text(INVENTORY)
     assert names("gpu-1", str(path)) == ["gpu-1"]
+
+
+def test_a_named_host_is_read_from_the_kept_inventory_until_its_file_changes(inventory: Path) -> None:
+    # `run --host build-1` keeps the inventory as fleet commands do: the next run starts without
+    # YAML and pydantic, and an edit is seen at once.
+    import os
+    from pathlib import Path
+
+    first = fleet_hosts("build-1", None, None)
+    assert first is not None and first[0].capacity == 3
+    assert len(list((Path(os.environ["REMOTE_ACP_CACHE_DIR"]) / "inventory").glob("*.json"))) == 1
+    inventory.write_text(INVENTORY.replace("capacity: 3", "capacity: 5"))
+    again = fleet_hosts("build-1", None, None)
+    assert again is not None and again[0].capacity == 5

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Final
 import click
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hostinv import Host, Inventory
 
 __all__ = ["fleet_hosts", "is_selection", "load_merged"]
@@ -46,8 +48,10 @@ def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -
                 return None
         import hostinv
 
-        named = _load(lambda: hostinv.load_inventory(_path(inventory_file), use_ssh_config=False)).get(text)
-        return None if named is None else [named]
+        keep_in = _kept_inventories()
+        named = _load(lambda: hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, keep_in=keep_in))
+        found = named.get(text)
+        return None if found is None else [found]
     import hostinv
 
     merged = _load(lambda: load_merged(inventory_file, ssh_config))
@@ -62,10 +66,16 @@ def load_merged(inventory_file: str | None, ssh_config: str | None) -> Inventory
     kept under the cache directory's ``inventory`` while nothing it was read from changes."""
     import hostinv
 
-    from ..targets.ssh_config import cache_base
     from .inventory import _path
 
-    keep_in = cache_base() / "inventory"
+    keep_in = _kept_inventories()
     if ssh_config is not None and ssh_config.lower() == "none":
         return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, keep_in=keep_in)
     return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config), keep_in=keep_in)
+
+
+def _kept_inventories() -> Path:
+    """Where the merged views are kept: the cache directory's ``inventory``."""
+    from ..targets.ssh_config import cache_base
+
+    return cache_base() / "inventory"
