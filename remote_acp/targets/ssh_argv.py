@@ -145,8 +145,9 @@ def ready_bound_ms(settings: SshSettings) -> int:
 
 async def local_ssh_options(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
     """The names in :data:`PROBED_OVERRIDES` that the ssh at path ``ssh`` knows, asked once per
-    process and path (``ssh -G``, which parses its options and connects nowhere, refuses an
-    unknown one). All of them are tried in one run; only when that fails, one run each.
+    binary (``ssh -G``, which parses its options and connects nowhere, refuses an unknown one):
+    the answer is remembered in the process and kept under the cache directory while ``ssh`` is
+    the same file. All of them are tried in one run; only when that fails, one run each.
 
     Sessions starting together share one probe: the others wait for its answer (a scheduler
     starting fifty sessions runs ``ssh -G`` once, not fifty times). A probe that cannot run or
