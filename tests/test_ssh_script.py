@@ -9,6 +9,7 @@ module and each test reads its own result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from remote_acp.targets.ssh import (
     stdin_prefix,
 )
 from remote_acp.targets.ssh_script import ANOTHER_SHELL, BOOTSTRAP, END_MARK, INCOMPLETE_MARK, TOOL_MARK, data_line
-from tests.support.orphans import MARKER_NAME, kill_marked
+from tests.support.orphans import MARKER_NAME, alive, kill_marked
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
     SIGNAL_MARK,
@@ -499,3 +501,44 @@ def test_template_placeholders_in_a_command_arrive_intact(runs: Runs) -> None:
     ran = runs["placeholders"]
     assert ran.code == 0
     assert ran.out.decode().splitlines() == PLACEHOLDER_WORDS
+
+
+@pytest.mark.parametrize("shell", [s for s in ("sh", "dash", "bash", "busybox") if shutil.which(s)])
+def test_the_watchdogs_newest_sleep_goes_with_it_even_before_its_pid_was_noted(shell: str) -> None:
+    # The race: the script ends the watchdog (TERM) right after `sleep 1 &` forked and before the
+    # watchdog could note the sleep's pid. Its trap still kills that sleep, and never the agent
+    # ($! before the watchdog's first sleep), which the script has reaped by then.
+    from remote_acp.targets.ssh_script import WATCH_TRAP
+
+    body = (
+        'sleep 60 >/dev/null 2>&1 & _ra_agent=$!; echo "$_ra_agent"\n'
+        f"trap {shlex.quote(WATCH_TRAP)} TERM\n"
+        "{before}"
+        'echo "$!"\n'
+        'wait "$_ra_agent"\n'  # where the TERM arrives
+        "echo trap-did-not-exit\n"
+    )
+    for before, newest_dies in (("sleep 60 >/dev/null 2>&1 &\n", True), ("", False)):
+        argv = (
+            [shell, "sh", "-c", body.format(before=before)]
+            if shell == "busybox"
+            else [shell, "-c", body.format(before=before)]
+        )
+        watchdog = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        assert watchdog.stdout is not None
+        agent, newest = int(watchdog.stdout.readline()), int(watchdog.stdout.readline())
+        watchdog.send_signal(signal.SIGTERM)
+        assert watchdog.wait(timeout=30) == 0
+        assert watchdog.stdout.read() == ""  # the trap exited
+        watchdog.stdout.close()
+        try:
+            assert alive(agent)  # the stand-in agent is never signalled by the trap
+            if newest_dies:  # signalled: it goes as soon as it is scheduled
+                deadline = time.monotonic() + 10
+                while alive(newest) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert not alive(newest)
+        finally:
+            for pid in {agent, newest}:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)

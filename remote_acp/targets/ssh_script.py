@@ -67,6 +67,7 @@ __all__ = [
     "SUPERVISOR_TOOLS",
     "TOOL_FALLBACK_PATH",
     "TOOL_MARK",
+    "WATCH_TRAP",
     "WORKSPACE_MARK",
     "check_count",
     "data_line",
@@ -165,6 +166,14 @@ def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, st
     return "_ra_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
 
 
+WATCH_TRAP: Final = '[ "$!" = "$_ra_agent" ] || kill -s KILL "$!" 2>/dev/null; exit 0'
+"""The watchdog's TERM trap: its newest ``sleep`` goes with it. ``$!`` names that sleep from the
+moment ``sleep 1 &`` ran, so a TERM that comes before the script could note the pid anywhere
+still finds it; and SIGKILL, because a child not yet past its ``exec`` still runs the shell's
+handler, which would take a TERM and lose it in the ``exec``. Either way the old trap left that
+sleep behind for a second. Before the first sleep, ``$!`` is still the main shell's last job,
+the agent, already reaped: left alone."""
+
 # The supervisor: POSIX sh, with awk, grep, sed and /proc on Linux (ps elsewhere). A watchdog
 # runs beside the agent and, once the connection is gone (our shell's parent, the per-connection
 # sshd, changed), kills the agent's tree: SIGTERM, then SIGKILL after a grace period. When the
@@ -247,15 +256,14 @@ trap '' PIPE  # a vanished client must not stop the cleanup below (the agent kee
   # Stopped by the script once the agent ended: its pending `sleep` goes with it, not later.
   # It holds no agent slot (descriptor 9): it outlives the script by a moment, and a session
   # started in that moment would find the slot still held.
-  _ra_sl=
-  trap 'kill "$_ra_sl" 2>/dev/null; exit 0' TERM
+  trap '__WATCH_TRAP__' TERM
   while _ra_ours; do
     _ra_stat "$_ra_shell"
     if [ -n "$_ra_pp" ] && [ "$_ra_pp" != "$_ra_parent" ]; then
       _ra_kill tree; exit 0
     fi
-    sleep 1 & _ra_sl=$!
-    wait "$_ra_sl"
+    sleep 1 &
+    wait "$!"
   done
 ) >/dev/null 2>&1 9>&- &
 _ra_watch=$!
@@ -346,7 +354,8 @@ def remote_script(
             f"{{ printf '%s\\n' {_q(NO_GO_MARK)} >&2; exit {EXIT_NO_GO}; }}",
         ]
     supervise = (
-        _SUPERVISE.replace("__GRACE__", str(kill_grace_s))
+        _SUPERVISE.replace("__WATCH_TRAP__", WATCH_TRAP)
+        .replace("__GRACE__", str(kill_grace_s))
         .replace("__SIGNAL_MARK__", SIGNAL_MARK)
         .replace("__TOKEN__", token or secrets.token_hex(8))
     )
