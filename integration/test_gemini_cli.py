@@ -98,7 +98,7 @@ def test_a_measured_run_that_reaches_max_tokens_sends_no_further_prompt(
     assert (record["outcome"], record["error_kind"]) == ("token_ceiling_reached", "turn_token_limit")
 
 
-@pytest.mark.timeout(240)  # up to 40 s before the first run, then most of a minute waited out
+@pytest.mark.timeout(240)  # two first runs at most, then what is left of a minute waited out
 def test_a_session_continued_by_another_process_in_its_creation_minute_keeps_its_history(
     gemini_mock: GeminiMock, tmp_path: Path, workspace: str
 ) -> None:
@@ -106,16 +106,21 @@ def test_a_session_continued_by_another_process_in_its_creation_minute_keeps_its
     # that minute starts the journal afresh: the history is lost for good. The second process
     # must wait the minute out, knowing only what the session history recorded.
     env = gemini_env(tmp_path / "home", gemini_mock)
-    if datetime.now(UTC).second > 20:  # leave the first run 40 s to finish within its minute
-        time.sleep(61 - datetime.now(UTC).second)
-    first = run(env, workspace, "--json", "Remember the word heliotrope.")
-    assert first.returncode == 0, first.stderr
-    saved = json_lines(first.stdout)[-1]["session_id"]
-    [record] = sessions(env, workspace)
-    created = datetime.fromisoformat(record["created"])
-    assert created.replace(second=0, microsecond=0) == datetime.now(UTC).replace(second=0, microsecond=0), (
-        "the first run did not finish within the minute it created its session in"
-    )
+    for attempt in (1, 2, 3):
+        first = run(env, workspace, "--json", "Remember the word heliotrope.")
+        assert first.returncode == 0, first.stderr
+        saved = json_lines(first.stdout)[-1]["session_id"]
+        record = sessions(env, workspace)[0]
+        assert record["session_id"] == saved
+        created = datetime.fromisoformat(record["created"]).replace(second=0, microsecond=0)
+        now = datetime.now(UTC)
+        if created == now.replace(second=0, microsecond=0) and now.second < 50:
+            break  # the next process starts well inside the session's minute
+        # Crossed into the next minute (nothing would be waited for), or too near its end: the
+        # next first run starts early in a minute and has most of it to finish in.
+        assert attempt < 3, "no first run finished early enough within the minute it created its session in"
+        if now.second >= 50:
+            time.sleep(60.5 - now.second - now.microsecond / 1e6)
 
     gemini_mock.usage.append(Usage(prompt=321, candidates=12, cached=100))
     second = run(env, workspace, "--resume", saved, "Which word did I ask you to remember?")

@@ -7,8 +7,7 @@ import os
 import queue
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from types import SimpleNamespace
 
 from remote_acp.testing._messages import (
     PLAN_ENTRIES,
@@ -20,12 +19,13 @@ from remote_acp.testing._messages import (
     split_text,
     text_block,
 )
-from remote_acp.testing._process import hard_exit, log, spawn_sleeper, write_text
+from remote_acp.testing._process import TYPE_CHECKING, hard_exit, log, spawn_sleeper, write_text
 from remote_acp.testing._script import Script, build_plan
 from remote_acp.testing._wire import RpcError, encode
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
+    from typing import Any, NoReturn, TypeAlias
 
     from remote_acp.testing._script import TurnPlan
     from remote_acp.testing._wire import Inbox, Json, Wire
@@ -36,8 +36,9 @@ SCRIPTED_FAILURE = "scripted failure"
 BULK_BATCH = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
+class Options(SimpleNamespace):
+    """The start-level options, as :func:`~remote_acp.testing.scripted_agent.parse_options` reads them."""
+
     name: str
     version: str
     agent_info: bool
@@ -61,33 +62,46 @@ class Options:
     """``mcpCapabilities`` answered true (``http``, ``sse``); stdio is always taken."""
 
 
-@dataclass
 class Session:
-    session_id: str
-    cwd: str
-    history: list[tuple[str, str, str]] = field(default_factory=list)  # (prompt, reply, messageId)
-    mcp_servers: list[Json] = field(default_factory=list)  # as the latest new/load/resume sent them
+    __slots__ = ("cwd", "history", "mcp_servers", "session_id")
+
+    def __init__(
+        self,
+        session_id: str,
+        cwd: str,
+        history: list[tuple[str, str, str]] | None = None,
+        mcp_servers: list[Json] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.history = history or []  # (prompt, reply, messageId)
+        self.mcp_servers = mcp_servers or []  # as the latest new/load/resume sent them
 
 
-@dataclass(frozen=True, slots=True)
 class Wait:
     """What a suspended turn waits for: a deadline, the answer to one of our requests, or neither."""
 
-    deadline: float | None = None
-    request_id: int | None = None
+    __slots__ = ("deadline", "request_id")
+
+    def __init__(self, deadline: float | None = None, request_id: int | None = None) -> None:
+        self.deadline = deadline
+        self.request_id = request_id
 
 
-Steps: TypeAlias = "Generator[Wait, Json | None, Json]"
+if TYPE_CHECKING:
+    Steps: TypeAlias = Generator[Wait, Json | None, Json]
 
 
-@dataclass
 class Turn:
-    number: int
-    request_id: Any
-    session: Session
-    plan: TurnPlan
-    steps: Steps | None = None
-    wait: Wait = field(default_factory=Wait)
+    __slots__ = ("number", "plan", "request_id", "session", "steps", "wait")
+
+    def __init__(self, number: int, request_id: Any, session: Session, plan: TurnPlan) -> None:
+        self.number = number
+        self.request_id = request_id
+        self.session = session
+        self.plan = plan
+        self.steps: Steps | None = None
+        self.wait = Wait()
 
     @property
     def message_id(self) -> str:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from remote_acp.testing._process import TYPE_CHECKING
 from remote_acp.testing._wire import PIECE
 
 if TYPE_CHECKING:

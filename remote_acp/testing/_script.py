@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from remote_acp.testing._process import log
+from remote_acp.testing._process import TYPE_CHECKING, log
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-@dataclass(slots=True)
 class TurnPlan:
-    """What one prompt turn does; built from ``--script`` defaults plus the prompt's directives."""
+    """What one prompt turn does; built from ``--script`` defaults plus the prompt's directives.
 
-    reply: str = "ok"
+    The class holds the defaults; :func:`build_plan` sets what the directives change.
+    """
+
+    reply: str
     sleep: float = 0.0
     unknown_notification: bool = False
     foreign: bool = False
@@ -51,6 +50,9 @@ class TurnPlan:
     read_line: int | None = None  # @read-line=N: its 1-based first line
     read_limit: int | None = None  # @read-limit=N: its most lines
     write: str | None = None  # @write=PATH: fs/write_text_file with the reply words as content
+
+    def __init__(self, reply: str = "ok") -> None:
+        self.reply = reply
 
 
 def _flag(value: str | None) -> bool:
@@ -127,12 +129,14 @@ DIRECTIVES: dict[str, tuple[str, Callable[[str | None], object]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
 class Script:
     """Parsed prompt text (or ``--script``): reply words and ``(name, value)`` directives."""
 
-    words: tuple[str, ...]
-    directives: tuple[tuple[str, str | None], ...]
+    __slots__ = ("directives", "words")
+
+    def __init__(self, words: tuple[str, ...], directives: tuple[tuple[str, str | None], ...]) -> None:
+        self.words = words
+        self.directives = directives
 
     @classmethod
     def parse(cls, text: str) -> Script:

@@ -6,14 +6,14 @@ import json
 import os
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, BinaryIO
 
-from remote_acp.testing._process import hard_exit, log
+from remote_acp.testing._process import TYPE_CHECKING, hard_exit, log
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any, BinaryIO, TypeAlias
 
-Json = dict[str, Any]
+    Json: TypeAlias = dict[str, Any]
 
 PIECE = 64 * 1024
 

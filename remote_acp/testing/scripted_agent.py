@@ -50,16 +50,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, NoReturn
 
 from remote_acp.testing._agent import ADVERTISABLE, SCRIPTED_FAILURE, Options, ScriptedAgent
-from remote_acp.testing._process import hard_exit, spawn_sleeper, write_text
+from remote_acp.testing._process import TYPE_CHECKING, hard_exit, spawn_sleeper, write_text
 from remote_acp.testing._script import Script, build_plan
 from remote_acp.testing._wire import PIECE, Inbox, Wire
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
+    from typing import NoReturn
 
 __all__ = ["main"]
 
