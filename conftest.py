@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from remote_acp.targets.containment import close_launcher
 from tests.support.orphans import MARKER_NAME, become_subreaper, kill_marked, live_children, settle_children
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def no_orphans() -> Iterator[None]:
             del os.environ[MARKER_NAME]
         else:
             os.environ[MARKER_NAME] = previous
+        close_launcher()  # the process's supervisor launcher, started by the test's first session
         orphans = kill_marked(marker)
         unmarked = settle_children(before) if SUBREAPER else []
         assert not orphans, f"processes outlived the test: {orphans}"

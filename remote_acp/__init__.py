@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .session.turn import TurnResult
     from .session.verification import CredentialVerdict, verify_credentials
     from .targets import LaunchSpec, LaunchTarget, LocalTarget, SshSettings, SshTarget
+    from .targets.containment import close_launcher
     from .targets.limits import raise_open_file_limit
 
 __all__ = (
@@ -75,6 +76,7 @@ __all__ = (
     "TurnStream",
     "TurnTimedOut",
     "__version__",
+    "close_launcher",
     "load_workflow",
     "open_session",
     "raise_open_file_limit",
@@ -97,6 +99,7 @@ _HOME = {
     "TurnStream": "session.stream",
     "open_session": "session",
     "raise_open_file_limit": "targets.limits",
+    "close_launcher": "targets.containment",
     "start_session": "session",
     "verify_credentials": "session.verification",
     "load_workflow": "config",

@@ -102,7 +102,8 @@ def supervisor_of(pid: int) -> int:
 async def test_controller_killed_mid_turn_takes_the_agent_tree_with_it(
     workspace: str, tmp_path: Path, backend: str, fork: str
 ) -> None:
-    # With "fork-worker" a forked copy of the controller outlives it: it must not keep the tree.
+    # With "fork-worker" a forked copy of the controller outlives it: it must keep neither the
+    # tree nor the launcher.
     controller = subprocess.Popen(  # noqa: ASYNC220 - started once, waited for in a thread
         [sys.executable, "-c", CONTROLLER, workspace, str(tmp_path / "child.pid"), fork, backend],
         stdout=subprocess.PIPE,
@@ -114,11 +115,13 @@ async def test_controller_killed_mid_turn_takes_the_agent_tree_with_it(
             line = await anyio.to_thread.run_sync(controller.stdout.readline)
         agent, child, worker = (int(word) for word in line.split())
         supervisor = supervisor_of(agent)
+        launcher = supervisor_of(supervisor)  # the controller's: it forked the supervisor
+        assert launcher != controller.pid and supervisor_of(launcher) == controller.pid
         assert alive(agent) and alive(child) and alive(supervisor)
         assert os.getsid(child) == child and os.getsid(agent) == agent  # both left the group
         controller.kill()
         controller.wait()
-        assert await gone_within([agent, child, supervisor], 10)
+        assert await gone_within([agent, child, supervisor, launcher], 10)
         if worker:
             assert alive(worker)
             os.kill(worker, signal.SIGKILL)

@@ -1,10 +1,12 @@
 """The supervisor: the process between a session's controller and its agent (a program of its own).
 
-Started as ``python -I -S -c BOOT LIFELINE STATUS CONTROLLER CWD -- ARGV...`` (``BOOT`` imports
-this module from its directory and calls :func:`main`; see :mod:`.containment`) with the
-agent's pipes as stdin/stdout/stderr and the agent's environment. It imports nothing beyond
-``os``, ``select`` and the C modules ``_signal``/``_ctypes`` (``signal`` and ``ctypes`` cost
-more to import than the whole interpreter start-up), because every session waits for it.
+Forked by the launcher (:func:`serve`, one per controller), or started on its own as ``python -I
+-S -c BOOT LIFELINE STATUS CONTROLLER CWD -- ARGV...`` (``BOOT`` imports this module from its
+directory and calls :func:`main`; see :mod:`.containment`) with the agent's pipes as
+stdin/stdout/stderr and the agent's environment. It imports nothing beyond
+``os``, ``select`` and the C modules ``_signal``/``_ctypes`` (and ``_socket`` in the launcher):
+``signal`` and ``ctypes`` cost more to import than the whole interpreter start-up, and every
+session waits for it.
 
 What it does, in order: make itself a child subreaper (Linux), so every orphaned descendant of
 the agent is reparented here instead of to init, whether it called ``setsid`` or double-forked;
@@ -171,7 +173,7 @@ class Supervisor:
         return alive
 
 
-def _start_agent(command: list[str], cwd: str, err_w: int) -> NoReturn:
+def _start_agent(command: list[str] | list[bytes], cwd: str, err_w: int, env: dict[bytes, bytes] | None) -> NoReturn:
     """In the forked child: a session of its own, default signals, then exec (never returns)."""
     step = "setsid"
     try:
@@ -185,7 +187,9 @@ def _start_agent(command: list[str], cwd: str, err_w: int) -> NoReturn:
             step = "chdir"
             os.chdir(cwd)
         step = "exec"
-        os.execvp(command[0], command)
+        if env is None:
+            os.execvp(command[0], command)
+        os.execvpe(command[0], command, env)
     except OSError as exc:
         os.write(err_w, f"F{step} {exc.errno or 0}\n".encode())
     finally:
@@ -193,9 +197,21 @@ def _start_agent(command: list[str], cwd: str, err_w: int) -> NoReturn:
 
 
 def main(argv: list[str]) -> NoReturn:
+    """A supervisor started on its own: ``LIFELINE STATUS CONTROLLER CWD -- ARGV...``, with the
+    agent's pipes as stdio and its environment as ours."""
     lifeline, status_fd, controller = int(argv[1]), int(argv[2]), int(argv[3])
-    cwd = argv[4]
-    command = argv[6:]
+    _supervise(lifeline, status_fd, argv[4], argv[6:], None, _prctl(), lambda: os.getppid() == controller)
+
+
+def _supervise(
+    lifeline: int,
+    status_fd: int,
+    cwd: str,
+    command: list[str] | list[bytes],
+    env: dict[bytes, bytes] | None,
+    prctl: Callable[[int, int], bool] | None,
+    controller_alive: Callable[[], bool],
+) -> NoReturn:
     os.set_inheritable(lifeline, False)
     os.set_inheritable(status_fd, False)
     wake_r, wake_w = os.pipe()
@@ -205,14 +221,13 @@ def main(argv: list[str]) -> NoReturn:
     for sig in (_signal.SIGCHLD, _signal.SIGTERM, _signal.SIGHUP):
         _signal.signal(sig, _on_signal)  # SIGCHLD must not stay ignored (inherited SIG_IGN)
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
-    prctl = _prctl()
     contained = bool(prctl and prctl(PR_SET_CHILD_SUBREAPER, 1))
-    if os.getppid() != controller:
+    if not controller_alive():
         os._exit(1)  # the controller died before we could watch it: nothing was started
     err_r, err_w = os.pipe()
     agent = os.fork()
     if agent == 0:
-        _start_agent(command, cwd, err_w)
+        _start_agent(command, cwd, err_w, env)
     os.close(err_w)
     failure = b""
     while chunk := os.read(err_r, 256):  # end of file: the exec succeeded
@@ -263,6 +278,94 @@ def main(argv: list[str]) -> NoReturn:
             except ChildProcessError:
                 pass
             os._exit(0)
+
+
+# --------------------------------------------------------------------------- the launcher
+
+REQUEST_FDS = 5
+"""Passed with each request: the agent's stdin, stdout and stderr, the lifeline, the status pipe."""
+MAX_REQUEST = 1 << 20
+
+
+def serve(argv: list[str]) -> NoReturn:
+    """The launcher: one per controller, it forks a supervisor for each request on the control
+    socket (fd ``argv[1]``, a ``SOCK_SEQPACKET`` socket: one message per request) and exits when
+    the controller closes it, however the controller ended.
+
+    A request is ``UMASK\0CWD\0ARGC\0ARGV...\0ENV...`` (``NAME=VALUE`` entries) with the five
+    descriptors of :data:`REQUEST_FDS`. The launcher reports ``S<pid>`` (or ``Ffork <errno>``)
+    on the request's status pipe; the supervisor reports the rest as :func:`main`'s does. A
+    fork of this small process costs about a millisecond, against an interpreter start-up of
+    tens of milliseconds for each supervisor started on its own.
+    """
+    import _socket
+
+    control = _socket.socket(fileno=int(argv[1]))
+    os.set_inheritable(control.fileno(), False)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the kernel reaps the supervisors
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    os.chdir("/")
+    prctl = _prctl()
+    space = _socket.CMSG_SPACE(REQUEST_FDS * 4)
+    while True:
+        try:
+            data, ancillary, flags, _ = control.recvmsg(MAX_REQUEST, space)
+        except InterruptedError:
+            continue
+        except OSError:
+            os._exit(0)
+        fds = [
+            int.from_bytes(cdata[i : i + 4], sys.byteorder)
+            for level, kind, cdata in ancillary
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
+            for i in range(0, len(cdata) - len(cdata) % 4, 4)
+        ]
+        if not data and not fds:
+            os._exit(0)  # end of file: the controller is gone
+        if len(fds) == REQUEST_FDS and not flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
+            _fork_supervisor(control.fileno(), data, fds, prctl)
+        for fd in fds:  # a malformed request is dropped: its status pipe ends without a word
+            os.close(fd)
+
+
+def _fork_supervisor(control: int, request: bytes, fds: list[int], prctl: Callable[[int, int], bool] | None) -> None:
+    stdin, stdout, stderr, lifeline, status = fds
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        _write(status, f"Ffork {exc.errno or 0}\n")
+        return
+    if pid == 0:
+        try:
+            os.close(control)
+            for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+                os.dup2(fd, target)
+            for fd in (stdin, stdout, stderr):
+                os.close(fd)
+            fields = request.split(b"\0")
+            umask, cwd, argc = int(fields[0]), os.fsdecode(fields[1]), int(fields[2])
+            command = fields[3 : 3 + argc]
+            env = dict(entry.split(b"=", 1) for entry in fields[3 + argc :] if entry)
+            if umask >= 0:
+                os.umask(umask)
+            _supervise(lifeline, status, cwd, command, env, prctl, lambda: not _hung_up(lifeline))
+        finally:
+            os._exit(1)
+    _write(status, f"S{pid}\n")
+
+
+def _hung_up(fd: int) -> bool:
+    """Whether every write end of the pipe ``fd`` is closed (the controller is gone)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(event & select.POLLHUP for _, event in poller.poll(0))
+
+
+def _write(fd: int, text: str) -> None:
+    try:
+        os.write(fd, text.encode())
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -26,8 +26,18 @@ Why a process and not the kernel's other tools: a cgroup needs a delegated hiera
 ordinary user rarely has; making the controller itself a subreaper would hand it every orphan
 of the embedding application; ``PR_SET_PDEATHSIG`` follows the thread that forked, not the
 process (a session started from a worker thread would die with that thread), and on the agent
-alone covers none of its descendants. The cost is one interpreter start-up (about 15-20
-ms on a small machine, most of it Python's own start-up) before the agent is forked.
+alone covers none of its descendants.
+
+The supervisors come from a *launcher*: a small process of the same module, started with the
+first session and kept for the next ones, that forks a supervisor for each session on request
+(the agent's pipes, the lifeline and the report pipe passed over a socket). A fork costs about a
+millisecond and shares the launcher's memory, where an interpreter start-up per session cost
+15-20 ms of CPU and 3.5 MiB (PSS). The launcher starts with nothing of ours but the process
+attributes it cannot be handed with each request (identity, resource limits), and is replaced
+when those change; the working directory, umask and environment come with each request. It
+exits when this process closes its socket, however this process ended. Where it cannot be used
+(no ``pidfd_open``: its supervisors are not our children) or does not take or answer a request,
+the supervisor starts on its own, as an interpreter of its own, with the same behaviour.
 
 What is guaranteed where:
 
@@ -47,8 +57,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
+import socket
 import subprocess
 import sys
+import threading
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,33 +73,45 @@ from .exit_status import ExitStatus
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor", "boot_code"]
+__all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor", "boot_code", "close_launcher"]
 
 SUPERVISOR_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_supervisor.py")
 
 
-def boot_code(directory: str) -> str:
-    """``python -c``'s code that runs the supervisor in ``directory``.
+def boot_code(directory: str, entry: str = "main") -> str:
+    """``python -c``'s code that runs the supervisor module in ``directory``: ``main`` (one
+    supervisor) or ``serve`` (the launcher).
 
     Imported rather than run as a script: a script is compiled at every start, a module comes
-    from its cached bytecode (4 ms of CPU less per session). Appended to the path, so that no
+    from its cached bytecode (4 ms of CPU less per start). Appended to the path, so that no
     file beside it can stand in for a standard module.
     """
-    return f"import sys; sys.path.append({directory!r}); import _supervisor; _supervisor.main(sys.argv)"
+    return f"import sys; sys.path.append({directory!r}); import _supervisor; _supervisor.{entry}(sys.argv)"
 
 
 _BOOT = boot_code(os.path.dirname(SUPERVISOR_SCRIPT))
+_SERVE = boot_code(os.path.dirname(SUPERVISOR_SCRIPT), "serve")
 _POLL_INTERVAL = 0.01
+_FORK_BOUND_S = 10.0
+"""How long a launch waits for the launcher's fork before taking it for broken."""
+_MAX_REQUEST = 1 << 20  # the launcher's receive buffer (``_supervisor.MAX_REQUEST``)
 
 _lifelines: set[int] = set()
 """Our open lifeline ends: a forked copy of this process must not hold them."""
 
 
 def _drop_lifelines_in_child() -> None:
+    global _launcher
     for fd in _lifelines:
         with contextlib.suppress(OSError):
             os.close(fd)
     _lifelines.clear()
+    if _launcher is not None:  # the parent's: a copy must neither use it nor keep it alive
+        with contextlib.suppress(OSError):
+            _launcher.sock.close()
+        _launcher = None
+    global _launcher_lock
+    _launcher_lock = threading.Lock()  # another thread may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_drop_lifelines_in_child)
@@ -105,6 +131,7 @@ class _Reports:
     """What the supervisor has told us so far."""
 
     contained: bool = False
+    supervisor_pid: int | None = None
     agent_pid: int | None = None
     failure: StartFailed | None = None
     exit_status: ExitStatus | None = None
@@ -114,18 +141,32 @@ class _Reports:
 class Supervisor:
     """The controller's handle on one supervisor: its process, the lifeline and the reports."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], lifeline: int, reports: int, cwd: str | None) -> None:
-        self.popen = popen
+    def __init__(self, popen: subprocess.Popen[bytes] | None, lifeline: int, reports: int, cwd: str | None) -> None:
+        self._popen = popen  # None: forked by the launcher, not our child
         self._lifeline: int | None = lifeline
         self._reports_fd: int | None = reports
         self._cwd = cwd
         self._buffer = b""
         self.reports = _Reports()
         self._pidfd: int | None = None
+        self._exited = False
+        if popen is not None:
+            self._watch(popen.pid)
+
+    def _watch(self, pid: int) -> None:
+        self.reports.supervisor_pid = pid
         try:
-            self._pidfd = os.pidfd_open(popen.pid)
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._exited = True  # forked by the launcher, gone already (and reaped by it)
         except (AttributeError, OSError):
             self._pidfd = None  # pre-5.3 kernels and non-Linux systems: poll instead
+
+    @property
+    def pid(self) -> int:
+        pid = self.reports.supervisor_pid
+        assert pid is not None
+        return pid
 
     @classmethod
     def launch(
@@ -140,9 +181,16 @@ class Supervisor:
     ) -> Supervisor:
         """Start the supervisor, which starts ``argv``; the pipes become the agent's.
 
-        The supervisor runs in a process group of its own, so a terminal's Ctrl-C reaches the
+        The launcher forks it when it can (see :func:`_through_launcher`); otherwise it is an
+        interpreter of its own, in a process group of its own, so a terminal's Ctrl-C reaches the
         controller (which decides what a cancel means) and not the supervisor or the agent.
+
+        :raises ValueError: a NUL byte in ``argv`` or ``env``, or an ``=`` in a variable's name.
         """
+        request = _request(argv, env, cwd)
+        launched = _through_launcher(request, (stdin, stdout, stderr), cwd) if request is not None else None
+        if launched is not None:
+            return launched
         life_r, life_w = os.pipe()
         _lifelines.add(life_w)  # at once: another thread may fork while we start
         rep_r, rep_w = os.pipe()
@@ -166,6 +214,25 @@ class Supervisor:
         os.close(life_r)
         os.close(rep_w)
         return cls(popen, life_w, rep_r, cwd)
+
+    def _wait_forked(self, bound: float) -> bool:
+        """Block until the launcher said it forked us (or could not); ``False`` if it said
+        nothing within ``bound`` seconds or closed the pipe: it is broken."""
+        fd = self._reports_fd
+        assert fd is not None
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        deadline = _monotonic() + bound
+        while self.reports.supervisor_pid is None and self.reports.failure is None:
+            left = deadline - _monotonic()
+            if self.reports.eof or left <= 0:
+                return False
+            if poller.poll(left * 1000):
+                try:
+                    self._feed(os.read(fd, 4096))
+                except InterruptedError:
+                    pass
+        return True
 
     # -- reports ------------------------------------------------------------------------------
 
@@ -241,7 +308,9 @@ class Supervisor:
 
     def _report(self, line: str) -> None:
         kind, rest = line[:1], line[1:]
-        if kind == "C":
+        if kind == "S" and self._popen is None and self.reports.supervisor_pid is None:
+            self._watch(int(rest))
+        elif kind == "C":
             self.reports.contained = rest == "1"
         elif kind == "P":
             self.reports.agent_pid = int(rest)
@@ -275,8 +344,14 @@ class Supervisor:
 
     @property
     def gone(self) -> bool:
-        """Whether the supervisor exited (and was reaped)."""
-        return self.popen.poll() is not None
+        """Whether the supervisor exited (and was reaped, by us or by the launcher)."""
+        if self._popen is not None:
+            return self._popen.poll() is not None
+        if not self._exited and self._pidfd is not None:
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            self._exited = bool(poller.poll(0))
+        return self._exited or (self._pidfd is None and self.reports.eof)
 
     async def wait_gone(self, bound: float) -> bool:
         """Wait up to ``bound`` seconds for the supervisor to exit; whether it did."""
@@ -302,8 +377,194 @@ class Supervisor:
                 with contextlib.suppress(RuntimeError):  # no event loop: nobody can be waiting
                     anyio.notify_closing(fd)
                 os.close(fd)
-        if not self.gone:
-            import threading
-
+        if self._popen is not None and not self.gone:
             # Only when teardown skipped kill(): never block the event loop on it.
-            threading.Thread(target=self.popen.wait, name="remote-acp supervisor reaper", daemon=True).start()
+            threading.Thread(target=self._popen.wait, name="remote-acp supervisor reaper", daemon=True).start()
+
+
+# --------------------------------------------------------------------------- the launcher
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def _request(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> bytes | None:
+    """The launcher's request for ``argv`` (``_supervisor.serve``'s format), or None when the
+    launcher cannot take it (no working directory to name, or too large for one message).
+
+    :raises ValueError: for what ``subprocess`` refuses too.
+    """
+    entries: list[bytes] = []
+    for name, value in env.items():
+        key = os.fsencode(name)
+        if not key or b"=" in key:
+            raise ValueError("illegal environment variable name")
+        entries.append(key + b"=" + os.fsencode(value))
+    fields = [os.fsencode(arg) for arg in argv] + entries
+    if any(b"\0" in field for field in fields):
+        raise ValueError("embedded null byte")
+    if cwd is None:
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            return None  # ours was removed: only an inherited one can still name it
+    if b"\0" in os.fsencode(cwd):
+        raise ValueError("embedded null byte")
+    head = [str(_umask()).encode(), os.fsencode(cwd), str(len(argv)).encode()]
+    request = b"\0".join(head + fields)
+    return request if len(request) <= _MAX_REQUEST else None
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` would, for every thread);
+    -1 where the kernel does not say (the launcher's, inherited, then stands)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def _identity() -> tuple[object, ...]:
+    """What a launcher inherited from this process at its start and passes on to every agent:
+    a launcher started under another identity or other limits (or by a parent of this process
+    before a fork) is replaced."""
+    import resource
+
+    return (
+        os.getpid(),
+        os.getuid(),
+        os.geteuid(),
+        os.getgid(),
+        os.getegid(),
+        tuple(os.getgroups()),
+        resource.getrlimit(resource.RLIMIT_NOFILE),
+    )
+
+
+class _Launcher:
+    """The controller's handle on its launcher (``_supervisor.serve``): a small process, started
+    with the first session, that forks each session's supervisor. A fork costs about a
+    millisecond of CPU and shares the interpreter's memory; an interpreter start-up per session
+    costs tens of milliseconds and a few MiB. Closing the socket (or this process ending) ends it;
+    the supervisors it forked go on to the end of their own lifelines."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {name: os.environ[name] for name in ("LD_LIBRARY_PATH",) if name in os.environ}
+        try:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _SERVE, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,  # none of ours: the agents' environments come with each request
+                cwd="/",
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(theirs.fileno(),),
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        with contextlib.suppress(OSError):  # room for any request up to the launcher's buffer
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _MAX_REQUEST)
+        self.sock = ours
+        self.identity = _identity()
+        self.dead = False
+
+    def serves_us(self) -> bool:
+        """Alive, and started by this process as it is now."""
+        return not self.dead and self.popen.poll() is None and self.identity == _identity()
+
+    def send(self, request: bytes, fds: Sequence[int]) -> bool:
+        """Hand the request over, never waiting; ``False`` if it was not taken (too large, or a
+        queue full of requests), after which :attr:`dead` says whether the launcher is gone."""
+        try:
+            self.sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))], socket.MSG_DONTWAIT)
+        except OSError as exc:
+            self.dead = exc.errno not in (errno.EMSGSIZE, errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM)
+            return False
+        return True
+
+    def close(self) -> None:
+        """End it at once: it keeps nothing, and one that stopped answering must not be waited for."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+        self.popen.wait()
+
+
+_launcher: _Launcher | None = None
+_launcher_lock = threading.Lock()
+
+
+def _usable() -> bool:
+    """The launcher needs ``pidfd_open`` (Linux 5.3): its supervisors are not our children, and
+    only a pidfd tells when one of them exits."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+_LAUNCHER_USABLE = _usable()
+
+
+def _through_launcher(request: bytes, stdio: tuple[int, int, int], cwd: str | None) -> Supervisor | None:
+    """A supervisor forked by the launcher, or None when there is none to be had (the caller
+    then starts one on its own). A launcher that does not take the request, or does not answer
+    it, is replaced on the next launch."""
+    global _launcher
+    if not _LAUNCHER_USABLE:
+        return None
+    life_r, life_w = os.pipe()
+    _lifelines.add(life_w)  # at once: another thread may fork while we start
+    rep_r, rep_w = os.pipe()
+    try:
+        with _launcher_lock:
+            launcher = _launcher
+            if launcher is None or not launcher.serves_us():
+                if launcher is not None:
+                    launcher.close()
+                launcher = _launcher = None
+                try:
+                    launcher = _launcher = _Launcher()
+                except OSError:
+                    launcher = None
+            sent = launcher is not None and launcher.send(request, (*stdio, life_r, rep_w))
+    finally:
+        os.close(life_r)
+        os.close(rep_w)
+    sup = Supervisor(None, life_w, rep_r, cwd)
+    if sent and sup._wait_forked(_FORK_BOUND_S):
+        return sup
+    sup.close()  # the lifeline with it: a supervisor forked late exits at once, starting nothing
+    with _launcher_lock:
+        # Not taken but alive (a request too large): kept. Silent, or gone: replaced.
+        broken = launcher is not None and _launcher is launcher and (sent or launcher.dead)
+        if broken:
+            _launcher = None
+    if broken and launcher is not None:
+        launcher.close()
+    return None
+
+
+def close_launcher() -> None:
+    """End this process's launcher, if it has one (the next session starts another). Sessions
+    that are running keep their supervisors. Ending the process does the same."""
+    global _launcher
+    with _launcher_lock:
+        launcher, _launcher = _launcher, None
+    if launcher is not None:
+        launcher.close()

@@ -95,7 +95,7 @@ class AgentProcess:
 
     @property
     def supervisor_pid(self) -> int:
-        return self._sup.popen.pid
+        return self._sup.pid
 
     @property
     def supervisor_gone(self) -> bool:
