@@ -507,6 +507,9 @@ def benchmark_process(summary: Summary, summary_file: str | None) -> Iterator[No
     try:
         yield
     finally:
+        from remote_acp import close_launcher
+
+        close_launcher()  # the in-process sessions' launcher: ours, not a leftover
         summary.leftovers = sweep()
         summary.print()
         summary.save(summary_file)

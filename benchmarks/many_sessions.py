@@ -5,9 +5,9 @@
 One process opens ``--sessions`` sessions at once and holds them idle, over ssh to a lab of real
 sshd hosts on loopback (``--hosts`` of them, sessions spread evenly), after ``--sessions`` local
 ones for comparison. While they are held it counts the descriptors this process has open
-(``/proc/self/fd``) and the resident memory of this process, of every containing supervisor
-(``python -I -S``) and of every local ``ssh``, then prints what one session costs in each and the
-arithmetic for a thousand. The command raises its soft open-file limit at start
+(``/proc/self/fd``) and the resident memory of this process, of every containing supervisor (and
+of the launcher that forked them, counted in with them) and of every local ``ssh``, then prints
+what one session costs in each and the arithmetic for a thousand. The command raises its soft open-file limit at start
 (:func:`remote_acp.raise_open_file_limit`); so does this benchmark, and it prints both limits.
 Nothing here asserts a target: DESIGN gives none for this figure.
 """
@@ -41,6 +41,15 @@ def rss_kib(pid: int) -> int:
 def pss_kib(pid: int) -> int:
     """Proportional set size: shared pages (the interpreter, libc) counted once across processes."""
     return _field(f"/proc/{pid}/smaps_rollup", "Pss:")
+
+
+def parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return 0
+    return int(raw[raw.rindex(b")") + 2 :].split()[1])
 
 
 def _field(path: str, name: str) -> int:
@@ -77,7 +86,9 @@ async def hold(count: int, targets: list[LaunchTarget], workspace: str) -> dict[
         took = time.perf_counter() - started
         held_fds, held_rss = fds(), rss_kib(os.getpid())
         procs = [s._process for s in sessions if s._process is not None]
-        supervisors = sum(pss_kib(p.supervisor_pid) for p in procs)
+        supervisor_pids = {p.supervisor_pid for p in procs}
+        launchers = {parent_of(pid) for pid in supervisor_pids} - {os.getpid(), 0}
+        supervisors = sum(pss_kib(pid) for pid in supervisor_pids | launchers)
         launched = sum(pss_kib(p.pid) for p in procs)  # the agent locally, the local ssh over ssh
         async with anyio.create_task_group() as closing:
             for session in sessions:

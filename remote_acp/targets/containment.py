@@ -62,6 +62,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -101,7 +102,7 @@ _lifelines: set[int] = set()
 
 
 def _drop_lifelines_in_child() -> None:
-    global _launcher
+    global _launcher, _launcher_lock
     for fd in _lifelines:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -110,7 +111,6 @@ def _drop_lifelines_in_child() -> None:
         with contextlib.suppress(OSError):
             _launcher.sock.close()
         _launcher = None
-    global _launcher_lock
     _launcher_lock = threading.Lock()  # another thread may have held it at the fork
 
 
@@ -222,9 +222,9 @@ class Supervisor:
         assert fd is not None
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        deadline = _monotonic() + bound
+        deadline = time.monotonic() + bound
         while self.reports.supervisor_pid is None and self.reports.failure is None:
-            left = deadline - _monotonic()
+            left = deadline - time.monotonic()
             if self.reports.eof or left <= 0:
                 return False
             if poller.poll(left * 1000):
@@ -351,7 +351,8 @@ class Supervisor:
             poller = select.poll()
             poller.register(self._pidfd, select.POLLIN)
             self._exited = bool(poller.poll(0))
-        return self._exited or (self._pidfd is None and self.reports.eof)
+        # Without a pidfd (out of descriptors when it was forked): its exit closes the reports.
+        return self._exited or (self._pidfd is None and not self.read_available())
 
     async def wait_gone(self, bound: float) -> bool:
         """Wait up to ``bound`` seconds for the supervisor to exit; whether it did."""
@@ -383,12 +384,6 @@ class Supervisor:
 
 
 # --------------------------------------------------------------------------- the launcher
-
-
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
 
 
 def _request(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> bytes | None:
