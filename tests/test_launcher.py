@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from remote_acp.targets import containment
+from remote_acp.targets import launcher as launchers
 from remote_acp.targets.launch import LaunchSpec
 from remote_acp.targets.process import SESSION_MARK, AgentProcess
 from tests.support.agents import scripted
@@ -60,7 +60,7 @@ def cmdline(pid: int) -> bytes:
 
 
 def launcher_pid() -> int | None:
-    launcher = containment._launcher
+    launcher = launchers._launcher
     return None if launcher is None else launcher.popen.pid
 
 
@@ -170,7 +170,7 @@ async def test_a_launcher_that_stops_answering_costs_a_launch_its_bound_then_is_
     await ended(await started(spec(workspace)))
     launcher = launcher_pid()
     assert launcher is not None
-    monkeypatch.setattr(containment, "_FORK_BOUND_S", 0.5)
+    monkeypatch.setattr(launchers, "FORK_BOUND_S", 0.5)
     os.kill(launcher, signal.SIGSTOP)
     try:
         with anyio.fail_after(10):
@@ -213,7 +213,7 @@ def test_an_environment_that_cannot_be_passed_is_refused_as_subprocess_refuses_i
     env: dict[str, str], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        containment._request(["/bin/true"], env, None)
+        launchers.encode_request(["/bin/true"], env, None)
     with pytest.raises(ValueError, match=message):
         subprocess.Popen(["/bin/true"], env=env)
 
@@ -255,3 +255,28 @@ async def test_the_launcher_goes_with_the_controller_however_it_ends(workspace: 
         controller.wait()
         assert controller.stdout is not None
         controller.stdout.close()
+
+
+async def test_a_prestarted_launcher_forks_the_first_session(workspace: str) -> None:
+    launchers.prestart_launcher()
+    launcher = launcher_pid()
+    assert launcher is not None and alive(launcher)
+    process = await started(spec(workspace))
+    try:
+        assert supervisor_of(process.supervisor_pid) == launcher
+    finally:
+        await ended(process)
+
+
+async def test_without_a_launcher_every_supervisor_starts_on_its_own(
+    workspace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As where pidfd_open is missing: the supervisors would not be our children, untraceable.
+    monkeypatch.setattr(launchers, "USABLE", False)
+    launchers.prestart_launcher()
+    process = await started(spec(workspace))
+    try:
+        assert launcher_pid() is None
+        assert supervisor_of(process.supervisor_pid) == os.getpid() and process.contained
+    finally:
+        await ended(process)

@@ -210,6 +210,9 @@ def run(
     failure (the output cannot be written, the session history cannot be read); 130
     interrupted; 141 the output was closed.
     """
+    from ..targets.launcher import prestart_launcher
+
+    prestart_launcher()  # the supervisors' launcher starts beside the imports below, not after them
     import anyio
 
     from ..options import SessionOptions

@@ -28,16 +28,10 @@ of the embedding application; ``PR_SET_PDEATHSIG`` follows the thread that forke
 process (a session started from a worker thread would die with that thread), and on the agent
 alone covers none of its descendants.
 
-The supervisors come from a *launcher*: a small process of the same module, started with the
-first session and kept for the next ones, that forks a supervisor for each session on request
-(the agent's pipes, the lifeline and the report pipe passed over a socket). A fork costs about a
-millisecond and shares the launcher's memory, where an interpreter start-up per session cost
-15-20 ms of CPU and 3.5 MiB (PSS). The launcher starts with nothing of ours but the process
-attributes it cannot be handed with each request (identity, resource limits), and is replaced
-when those change; the working directory, umask and environment come with each request. It
-exits when this process closes its socket, however this process ended. Where it cannot be used
-(no ``pidfd_open``: its supervisors are not our children) or does not take or answer a request,
-the supervisor starts on its own, as an interpreter of its own, with the same behaviour.
+The supervisors come from a *launcher* (:mod:`.launcher`): a small process, one per controller,
+that forks a supervisor for each session on request, about a millisecond each, where an
+interpreter start-up per session cost 15-20 ms of CPU. Where it cannot serve, a supervisor starts
+on its own as an interpreter of its own, with the same behaviour.
 
 What is guaranteed where:
 
@@ -58,60 +52,36 @@ import contextlib
 import errno
 import os
 import select
-import socket
 import subprocess
 import sys
 import threading
 import time
-from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 
+from . import launcher as launchers
 from .exit_status import ExitStatus
+from .launcher import SUPERVISOR_SCRIPT, boot_code, close_launcher
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor", "boot_code", "close_launcher"]
 
-SUPERVISOR_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_supervisor.py")
-
-
-def boot_code(directory: str, entry: str = "main") -> str:
-    """``python -c``'s code that runs the supervisor module in ``directory``: ``main`` (one
-    supervisor) or ``serve`` (the launcher).
-
-    Imported rather than run as a script: a script is compiled at every start, a module comes
-    from its cached bytecode (4 ms of CPU less per start). Appended to the path, so that no
-    file beside it can stand in for a standard module.
-    """
-    return f"import sys; sys.path.append({directory!r}); import _supervisor; _supervisor.{entry}(sys.argv)"
-
-
 _BOOT = boot_code(os.path.dirname(SUPERVISOR_SCRIPT))
-_SERVE = boot_code(os.path.dirname(SUPERVISOR_SCRIPT), "serve")
 _POLL_INTERVAL = 0.01
-_FORK_BOUND_S = 10.0
-"""How long a launch waits for the launcher's fork before taking it for broken."""
-_MAX_REQUEST = 1 << 20  # the launcher's receive buffer (``_supervisor.MAX_REQUEST``)
 
 _lifelines: set[int] = set()
 """Our open lifeline ends: a forked copy of this process must not hold them."""
 
 
 def _drop_lifelines_in_child() -> None:
-    global _launcher, _launcher_lock
     for fd in _lifelines:
         with contextlib.suppress(OSError):
             os.close(fd)
     _lifelines.clear()
-    if _launcher is not None:  # the parent's: a copy must neither use it nor keep it alive
-        with contextlib.suppress(OSError):
-            _launcher.sock.close()
-        _launcher = None
-    _launcher_lock = threading.Lock()  # another thread may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_drop_lifelines_in_child)
@@ -187,7 +157,7 @@ class Supervisor:
 
         :raises ValueError: a NUL byte in ``argv`` or ``env``, or an ``=`` in a variable's name.
         """
-        request = _request(argv, env, cwd)
+        request = launchers.encode_request(argv, env, cwd)
         launched = _through_launcher(request, (stdin, stdout, stderr), cwd) if request is not None else None
         if launched is not None:
             return launched
@@ -383,183 +353,25 @@ class Supervisor:
             threading.Thread(target=self._popen.wait, name="remote-acp supervisor reaper", daemon=True).start()
 
 
-# --------------------------------------------------------------------------- the launcher
-
-
-def _request(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> bytes | None:
-    """The launcher's request for ``argv`` (``_supervisor.serve``'s format), or None when the
-    launcher cannot take it (no working directory to name, or too large for one message).
-
-    :raises ValueError: for what ``subprocess`` refuses too.
-    """
-    entries: list[bytes] = []
-    for name, value in env.items():
-        key = os.fsencode(name)
-        if not key or b"=" in key:
-            raise ValueError("illegal environment variable name")
-        entries.append(key + b"=" + os.fsencode(value))
-    fields = [os.fsencode(arg) for arg in argv] + entries
-    if any(b"\0" in field for field in fields):
-        raise ValueError("embedded null byte")
-    if cwd is None:
-        try:
-            cwd = os.getcwd()
-        except OSError:
-            return None  # ours was removed: only an inherited one can still name it
-    if b"\0" in os.fsencode(cwd):
-        raise ValueError("embedded null byte")
-    head = [str(_umask()).encode(), os.fsencode(cwd), str(len(argv)).encode()]
-    request = b"\0".join(head + fields)
-    return request if len(request) <= _MAX_REQUEST else None
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it (``os.umask`` would, for every thread);
-    -1 where the kernel does not say (the launcher's, inherited, then stands)."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return -1
-
-
-def _identity() -> tuple[object, ...]:
-    """What a launcher inherited from this process at its start and passes on to every agent:
-    a launcher started under another identity or other limits (or by a parent of this process
-    before a fork) is replaced."""
-    import resource
-
-    return (
-        os.getpid(),
-        os.getuid(),
-        os.geteuid(),
-        os.getgid(),
-        os.getegid(),
-        tuple(os.getgroups()),
-        resource.getrlimit(resource.RLIMIT_NOFILE),
-    )
-
-
-class _Launcher:
-    """The controller's handle on its launcher (``_supervisor.serve``): a small process, started
-    with the first session, that forks each session's supervisor. A fork costs about a
-    millisecond of CPU and shares the interpreter's memory; an interpreter start-up per session
-    costs tens of milliseconds and a few MiB. Closing the socket (or this process ending) ends it;
-    the supervisors it forked go on to the end of their own lifelines."""
-
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {name: os.environ[name] for name in ("LD_LIBRARY_PATH",) if name in os.environ}
-        try:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _SERVE, str(theirs.fileno())],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,  # none of ours: the agents' environments come with each request
-                cwd="/",
-                start_new_session=True,
-                close_fds=True,
-                pass_fds=(theirs.fileno(),),
-            )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        with contextlib.suppress(OSError):  # room for any request up to the launcher's buffer
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _MAX_REQUEST)
-        self.sock = ours
-        self.identity = _identity()
-        self.dead = False
-
-    def serves_us(self) -> bool:
-        """Alive, and started by this process as it is now."""
-        return not self.dead and self.popen.poll() is None and self.identity == _identity()
-
-    def send(self, request: bytes, fds: Sequence[int]) -> bool:
-        """Hand the request over, never waiting; ``False`` if it was not taken (too large, or a
-        queue full of requests), after which :attr:`dead` says whether the launcher is gone."""
-        try:
-            self.sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))], socket.MSG_DONTWAIT)
-        except OSError as exc:
-            self.dead = exc.errno not in (errno.EMSGSIZE, errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM)
-            return False
-        return True
-
-    def close(self) -> None:
-        """End it at once: it keeps nothing, and one that stopped answering must not be waited for."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        with contextlib.suppress(OSError):
-            self.popen.kill()
-        self.popen.wait()
-
-
-_launcher: _Launcher | None = None
-_launcher_lock = threading.Lock()
-
-
-def _usable() -> bool:
-    """The launcher needs ``pidfd_open`` (Linux 5.3): its supervisors are not our children, and
-    only a pidfd tells when one of them exits."""
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
-_LAUNCHER_USABLE = _usable()
-
-
 def _through_launcher(request: bytes, stdio: tuple[int, int, int], cwd: str | None) -> Supervisor | None:
     """A supervisor forked by the launcher, or None when there is none to be had (the caller
-    then starts one on its own). A launcher that does not take the request, or does not answer
-    it, is replaced on the next launch."""
-    global _launcher
-    if not _LAUNCHER_USABLE:
+    then starts one on its own). A launcher that takes the request and does not answer it, or
+    is gone, is ended: the next launch starts another."""
+    launcher = launchers.acquire()
+    if launcher is None:
         return None
     life_r, life_w = os.pipe()
     _lifelines.add(life_w)  # at once: another thread may fork while we start
     rep_r, rep_w = os.pipe()
     try:
-        with _launcher_lock:
-            launcher = _launcher
-            if launcher is None or not launcher.serves_us():
-                if launcher is not None:
-                    launcher.close()
-                launcher = _launcher = None
-                try:
-                    launcher = _launcher = _Launcher()
-                except OSError:
-                    launcher = None
-            sent = launcher is not None and launcher.send(request, (*stdio, life_r, rep_w))
+        sent = launcher.send(request, (*stdio, life_r, rep_w))
     finally:
         os.close(life_r)
         os.close(rep_w)
     sup = Supervisor(None, life_w, rep_r, cwd)
-    if sent and sup._wait_forked(_FORK_BOUND_S):
+    if sent and sup._wait_forked(launchers.FORK_BOUND_S):
         return sup
     sup.close()  # the lifeline with it: a supervisor forked late exits at once, starting nothing
-    with _launcher_lock:
-        # Not taken but alive (a request too large): kept. Silent, or gone: replaced.
-        broken = launcher is not None and _launcher is launcher and (sent or launcher.dead)
-        if broken:
-            _launcher = None
-    if broken and launcher is not None:
-        launcher.close()
+    if sent or launcher.dead:  # not taken but alive (a request too large): kept
+        launchers.discard(launcher)
     return None
-
-
-def close_launcher() -> None:
-    """End this process's launcher, if it has one (the next session starts another). Sessions
-    that are running keep their supervisors. Ending the process does the same."""
-    global _launcher
-    with _launcher_lock:
-        launcher, _launcher = _launcher, None
-    if launcher is not None:
-        launcher.close()
