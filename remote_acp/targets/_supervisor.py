@@ -292,7 +292,8 @@ def serve(argv: list[str]) -> NoReturn:
     socket (fd ``argv[1]``, a ``SOCK_SEQPACKET`` socket: one message per request) and exits when
     the controller closes it, however the controller ended.
 
-    A request is ``UMASK\0CWD\0ARGC\0ARGV...\0ENV...`` (``NAME=VALUE`` entries) with the five
+    A request is the umask (``-1``: keep ours), the working directory, the argument count, the
+    arguments and the ``NAME=VALUE`` environment entries, separated by NUL bytes, with the five
     descriptors of :data:`REQUEST_FDS`. The launcher reports ``S<pid>`` (or ``Ffork <errno>``)
     on the request's status pipe; the supervisor reports the rest as :func:`main`'s does. A
     fork of this small process costs about a millisecond, against an interpreter start-up of
