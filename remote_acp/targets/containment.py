@@ -66,7 +66,7 @@ from .exit_status import ExitStatus
 from .launcher import SUPERVISOR_SCRIPT, boot_code, close_launcher
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["SUPERVISOR_SCRIPT", "StartFailed", "Supervisor", "boot_code", "close_launcher"]
 
@@ -188,16 +188,21 @@ class Supervisor:
     def _wait_forked(self, bound: float) -> bool:
         """Block until the launcher said it forked us (or could not); ``False`` if it said
         nothing within ``bound`` seconds or closed the pipe: it is broken."""
+        return self._read_until(lambda: self.reports.supervisor_pid is not None, bound)
+
+    def _read_until(self, reported: Callable[[], bool], bound: float | None = None) -> bool:
+        """Read reports, blocking, until ``reported()`` or a failure is, the supervisor is gone,
+        or ``bound`` seconds passed; whether ``reported()`` or a failure is."""
         fd = self._reports_fd
         assert fd is not None
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        deadline = time.monotonic() + bound
-        while self.reports.supervisor_pid is None and self.reports.failure is None:
-            left = deadline - time.monotonic()
-            if self.reports.eof or left <= 0:
+        deadline = None if bound is None else time.monotonic() + bound
+        while not (reported() or self.reports.failure is not None):
+            left = None if deadline is None else deadline - time.monotonic()
+            if self.reports.eof or (left is not None and left <= 0):
                 return False
-            if poller.poll(left * 1000):
+            if poller.poll(None if left is None else left * 1000):
                 try:
                     self._feed(os.read(fd, 4096))
                 except InterruptedError:
@@ -211,14 +216,7 @@ class Supervisor:
 
         :raises StartFailed: when the agent could not be started.
         """
-        fd = self._reports_fd
-        assert fd is not None
-        while self.reports.agent_pid is None and self.reports.failure is None and not self.reports.eof:
-            try:
-                data = os.read(fd, 4096)
-            except InterruptedError:
-                continue
-            self._feed(data)
+        self._read_until(lambda: self.reports.agent_pid is not None)
         return self._started()
 
     async def wait_started(self) -> int:
