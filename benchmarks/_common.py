@@ -495,10 +495,16 @@ def environment_note() -> str:
     )
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 @contextlib.contextmanager
 def benchmark_process(summary: Summary, summary_file: str | None) -> Iterator[None]:
-    """Subreaper on entry; on exit sweep leftovers, print and save the summary."""
+    """Subreaper on entry; on exit sweep leftovers, print and save the summary. A SIGTERM
+    unwinds like an interrupt, so the labs, throwaway users and agents go with the run."""
     become_subreaper()
+    signal.signal(signal.SIGTERM, _terminated)
     # The library's expected warnings (e.g. a force-terminated stubborn agent) would interleave
     # with the tables; a handler that drops them keeps logging's last-resort printer quiet.
     logging.getLogger("remote_acp").addHandler(logging.NullHandler())

@@ -268,7 +268,8 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
 
     down = hosts["down"]
     assert down["verdict"] == "unreachable", summary
-    assert f"127.0.0.1:{fleet.down_port} refused the connection" in down["message"]
+    # ssh's own words: with the handshake, the probe runs in the session's login (OpenSSH's)
+    assert f"connect to host 127.0.0.1 port {fleet.down_port}: Connection refused" in down["message"], down
     assert down["fix"] and "sshd" in down["fix"]
     assert (down["handshake"], down["os"], down["agent_path"]) == (False, None, None)
 

@@ -4,6 +4,7 @@ verdict, message and fix out. ``integration/test_check_host.py`` provokes them a
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,16 @@ def test_an_ssh_that_never_logged_in_is_a_connection_verdict(stderr: str, verdic
 
 def test_a_changed_key_names_the_exact_ssh_keygen_line() -> None:
     judged = handshake_judgement(ssh_error(255, CHANGED_KEY))
-    assert judged.fix == 'ssh-keygen -f "/home/u/.ssh/known_hosts" -R "[build]:2222"'
+    assert judged.fix == "ssh-keygen -f /home/u/.ssh/known_hosts -R '[build]:2222'"
     assert "has changed" in judged.message
+
+
+def test_the_ssh_keygen_line_is_quoted_for_a_shell_whatever_the_path() -> None:
+    # ssh quotes for the eye; a path with a space, a quote or a $ must still run as printed.
+    odd = "/home/u/my keys/it's $HOME"
+    judged = handshake_judgement(ssh_error(255, CHANGED_KEY.replace("/home/u/.ssh/known_hosts", odd)))
+    assert judged.fix == f"ssh-keygen -f {shlex.quote(odd)} -R '[build]:2222'"
+    assert shlex.split(judged.fix or "") == ["ssh-keygen", "-f", odd, "-R", "[build]:2222"]
 
 
 def test_a_key_exchange_that_stalls_is_unreachable_and_a_hanging_login_a_handshake_timeout() -> None:

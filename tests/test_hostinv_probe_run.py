@@ -103,6 +103,28 @@ def test_an_agent_on_path_answers_with_its_version(tmp_path: Path, shell_argv: l
     assert judgement.verdict is Verdict.READY and "fake-agent 1.2.3" in judgement.message
 
 
+@pytest.mark.parametrize("shell_argv", _SHELLS)
+def test_the_version_lookup_can_be_turned_off(tmp_path: Path, shell_argv: list[str]) -> None:
+    # The agent would note that it ran: a check about to start it anyway must not start it twice.
+    bin_dir = tmp_path / "bin"
+    ran = tmp_path / "ran"
+    _script(bin_dir / "fake-agent", f'echo "$@" >> {ran}\necho fake-agent 1.2.3\n')
+    report, out = run_probe(
+        "fake-agent",
+        str(tmp_path),
+        path=f"{bin_dir}:{SYSTEM_PATH}",
+        home=tmp_path,
+        shell_argv=shell_argv,
+        version_lookup=False,
+    )
+    assert "agent_run=skipped" in out and not ran.exists()
+    assert report.agent_found is True and report.agent_path == str(bin_dir / "fake-agent")
+    assert (report.agent_exit, report.agent_version, report.agent_timed_out) == (None, None, False)
+    assert report.invalid == () and report.garbage_lines == 0
+    judgement = judge_report(report, "fake-agent", str(tmp_path))
+    assert judgement.verdict is Verdict.READY and "fake-agent at " in judgement.message
+
+
 def test_a_runtime_warning_before_the_version_is_passed_over(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     warning = "(node:4242) [DEP0040] DeprecationWarning: The `punycode` module is deprecated."

@@ -17,11 +17,12 @@ import anyio
 import pytest
 
 from remote_acp import ErrorKind, Event, LaunchSpec, LocalTarget, RemoteAcpError, open_session
+from remote_acp.session.connection import GATED_OUTPUT_KEPT
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
     import contextlib
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from remote_acp.targets.exit_status import ExitStatus
@@ -39,6 +40,7 @@ class ScriptTarget:
     script: str
     ready_timeout_ms: int = 3_000
     local: LocalTarget = LocalTarget()
+    gate: Callable[[bytes], RemoteAcpError | None] | None = None
 
     @property
     def label(self) -> str:
@@ -68,6 +70,7 @@ class ScriptTarget:
             ready_marker=MARKER,
             ready_reply=b"go\n",
             ready_timeout_ms=self.ready_timeout_ms,
+            ready_gate=self.gate,
         )
 
 
@@ -136,3 +139,51 @@ async def test_a_marker_split_across_reads_is_found(workspace: str, tmp_path: Pa
     )
     async with open_session(workspace, fast_options("true"), ScriptTarget(split)) as s:
         assert (await s.run_turn("hi")).ok
+
+
+async def test_a_gate_reads_what_came_before_the_marker_and_lets_the_agent_start(
+    workspace: str, tmp_path: Path
+) -> None:
+    seen: list[bytes] = []
+
+    def gate(printed: bytes) -> RemoteAcpError | None:
+        seen.append(printed)
+        return None
+
+    target = ScriptTarget(script("echo 'report: load=0.1'", tmp_path), gate=gate)
+    async with open_session(workspace, fast_options("true"), target) as s:
+        assert (await s.run_turn("hello")).last_message == "hello"
+    assert seen == [b"Welcome to build-7 (motd)\nreport: load=0.1\n"]
+    assert (tmp_path / "go").read_text() == "go\n"
+
+
+async def test_a_gate_that_refuses_fails_the_start_with_its_error_and_nothing_starts(
+    workspace: str, tmp_path: Path
+) -> None:
+    refusal = RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the report says no agent here", retryable=False)
+    target = ScriptTarget(script("echo 'report: agent=missing'", tmp_path), gate=lambda _: refusal)
+    started = time.monotonic()
+    with anyio.fail_after(10), pytest.raises(RemoteAcpError) as info:
+        async with open_session(workspace, fast_options("true", initialize_floor_ms=60_000), target):
+            pass
+    assert time.monotonic() - started < 8  # at once, not after initialize's 60 s
+    assert info.value is refusal
+    go = tmp_path / "go"  # no go-ahead: the end of its input, if teardown let it read that far
+    assert not go.exists() or go.read_text() == "\n"
+    assert not (tmp_path / "started").exists()
+
+
+async def test_a_gate_sees_a_bounded_tail_of_a_flood_before_the_marker(workspace: str, tmp_path: Path) -> None:
+    seen: list[bytes] = []
+
+    def gate(printed: bytes) -> RemoteAcpError | None:
+        seen.append(printed)
+        return RemoteAcpError(ErrorKind.PORT_EXIT, "refused")
+
+    flood = "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo 'the report'"
+    with pytest.raises(RemoteAcpError, match="refused"):
+        async with open_session(workspace, fast_options("true"), ScriptTarget(script(flood, tmp_path), gate=gate)):
+            pass
+    (printed,) = seen
+    assert len(printed) == GATED_OUTPUT_KEPT and printed.endswith(b"xxx\nthe report\n")
+    assert not (tmp_path / "started").exists()

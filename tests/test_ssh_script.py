@@ -294,6 +294,7 @@ def _cases(root: Path) -> dict[str, Case]:
     env_script = remote_script(str(hostile), [py, "-c", PRINT_ENV_AND_STDIN], ENV_VALUES, token="tokenv")
     env_prefix = stdin_prefix(env_script)
     after_loader = env_prefix.index(b"\n") + 1
+    whole_prefix = stdin_prefix(env_script, whole_input=True)
     cases = {
         "hostile": sh(hostile_script),
         "missing_string": sh(remote_script(str(missing), f"touch {shlex.quote(str(root / 'ran-string'))}")),
@@ -326,6 +327,24 @@ def _cases(root: Path) -> dict[str, Case]:
                 str(root), f"touch {shlex.quote(str(root / 'ran-nogo'))}", token="toknogo", ready_marker="m-n"
             )
         ),
+        # The preflight runs before the workspace is entered, reads /dev/null (never the go-ahead
+        # or the protocol), and keeps its variables and options to itself.
+        "preflight": sh(
+            remote_script(
+                str(hostile),
+                [py, "-c", PRINT_ENV_AND_STDIN.replace("{'env'", "{'cwd': os.getcwd(), 'env'")],
+                token="tokpf",
+                ready_marker="m-pf",
+                preflight=PREFLIGHT,
+            ),
+            b"go\n" + STDIN_REST,
+        ),
+        "preflight_exits": sh(
+            remote_script(
+                str(root), [py, "-c", "print('agent')"], ready_marker="m-pfx", preflight="echo early; exit 3"
+            ),
+            b"go\n",
+        ),
         "ready_wrong_go": sh(
             remote_script(str(root), f"touch {shlex.quote(str(root / 'ran-wronggo'))}", ready_marker="m-w"),
             b"initialize\n",
@@ -337,6 +356,18 @@ def _cases(root: Path) -> dict[str, Case]:
                     str(root), f"touch {shlex.quote(str(root / 'ran-notool'))}", tool_path=str(root / "empty-bin")
                 )
             ),
+        ),
+        # The script read in one go (head -c), as a session with a ready marker reads it.
+        "whole_env_cat": sh(
+            remote_script(str(root), "cat", ENV_VALUES),
+            STDIN_REST,
+            prefix=stdin_prefix(remote_script(str(root), "cat", ENV_VALUES), whole_input=True),
+        ),
+        "whole_cut_before_end": sh(env_script, prefix=whole_prefix[: whole_prefix.rindex(END_MARK.encode())]),
+        "whole_loader_eaten": sh(env_script, prefix=whole_prefix[whole_prefix.index(b"\n") + 1 :]),
+        "whole_without_head": Case(
+            ("env", f"PATH={root / 'empty-bin'}", "/bin/sh", "-c", BOOTSTRAP),
+            stdin_prefix(remote_script(str(root), 'printf "%s" "$PATH"', token="tokpath"), whole_input=True),
         ),
         "trimmed_path": Case(
             ("env", f"PATH={root / 'empty-bin'}", "/bin/sh", "-c", BOOTSTRAP),
@@ -352,6 +383,13 @@ def _cases(root: Path) -> dict[str, Case]:
                 stdin_prefix(remote_script(str(hostile), hostile_command, token=f"toklogin{shell.split()[-1]}")),
             )
     return cases
+
+
+PREFLIGHT = """\
+echo "preflight in $PWD"
+if IFS= read -r line; then echo "it read: $line"; else echo 'its stdin was empty'; fi
+_ra_ws=/nowhere; _ra_list=; PF_VAR=leaked; export PF_VAR; set -f; IFS=x
+echo 'preflight done'"""
 
 
 PLACEHOLDER_WORDS = ["__TOKEN__", "__GRACE__", "__SIGNAL_MARK__", "__COMMAND__"]
@@ -434,7 +472,18 @@ def test_environment_then_cat_passes_stdin_through_byte_for_byte(runs: Runs) -> 
     assert runs["env_cat"] == Ran(0, STDIN_REST, "")
 
 
-@pytest.mark.parametrize("case", ["cut_after_loader", "cut_in_data", "cut_before_end", "loader_eaten"])
+def test_a_script_read_in_one_go_leaves_the_rest_of_stdin_whole(runs: Runs) -> None:
+    assert runs["whole_env_cat"] == runs["env_cat"] == Ran(0, STDIN_REST, "")
+
+
+def test_without_head_the_script_is_read_line_by_line(runs: Runs) -> None:
+    assert runs["whole_without_head"] == runs["trimmed_path"] == Ran(0, str(runs.root / "empty-bin").encode(), "")
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["cut_after_loader", "cut_in_data", "cut_before_end", "loader_eaten", "whole_cut_before_end", "whole_loader_eaten"],
+)
 def test_a_prefix_cut_short_exits_98_with_a_clear_message_and_runs_nothing(runs: Runs, case: str) -> None:
     ran = runs[case]
     assert ran.code == 98
@@ -454,6 +503,28 @@ def test_the_go_ahead_is_read_before_the_agent_and_not_passed_on(runs: Runs) -> 
     marker, rest = ran.out.split(b"\n", 1)
     assert marker == b"m-go"
     assert bytes.fromhex(json.loads(rest)["stdin"]) == STDIN_REST
+
+
+def test_the_preflight_runs_before_the_workspace_and_reads_nothing_of_the_session(runs: Runs) -> None:
+    ran = runs["preflight"]
+    assert (ran.code, ran.err) == (0, "")
+    pre, rest = ran.out.split(b"m-pf\n", 1)
+    assert pre.decode() == f"preflight in {os.getcwd()}\nits stdin was empty\npreflight done\n"
+    agent = json.loads(rest)
+    assert bytes.fromhex(agent["stdin"]) == STDIN_REST  # the go-ahead taken, the protocol whole
+    # Its subshell kept its variables: neither the workspace nor the command changed.
+    assert agent["cwd"] == str(runs.root / HOSTILE_DIR) and "PF_VAR" not in agent["env"]
+
+
+def test_a_preflight_that_exits_ends_only_itself(runs: Runs) -> None:
+    assert runs["preflight_exits"] == Ran(0, b"early\nm-pfx\nagent\n", "")
+
+
+def test_a_preflight_needs_a_marker_and_ascii() -> None:
+    with pytest.raises(ValueError, match="preflight needs a ready marker"):
+        remote_script("/w", ["a"], preflight="true")
+    with pytest.raises(ValueError, match="must be ASCII"):
+        remote_script("/w", ["a"], ready_marker="m", preflight="echo \u00e9")
 
 
 @pytest.mark.parametrize(("case", "ran_marker"), [("ready_no_go", "ran-nogo"), ("ready_wrong_go", "ran-wronggo")])

@@ -17,9 +17,9 @@ and forge a key. Anything a dotfile prints before the header is not part of the 
 
 A probe changes nothing on the host: it creates no file (no temporary file, no heredoc), tests
 the workspace with ``test -d``/``test -w`` only, counts agent slots from ``/proc/locks`` without
-taking a lock, and runs exactly two programs beyond the usual
-read-only tools: ``AGENT --version`` and, when the agent is not on the session's PATH, the login
-shell asked for its PATH. Both are bounded (see :func:`probe_script`) and killed with whatever
+taking a lock, and runs exactly two programs beyond the usual read-only tools: ``AGENT
+--version`` (unless the caller skips it) and, when the agent is not on the session's PATH, the
+login shell asked for its PATH. Both are bounded (see :func:`probe_script`) and killed with whatever
 they started (their own session through ``setsid`` where it exists), so none outlives the probe.
 
 Why the login shell is asked for its PATH, not to run ``command -v``: ``tcsh -l`` takes no other
@@ -246,10 +246,14 @@ if _hp_v=$(command -v "$_hp_prog" 2>/dev/null) && [ -n "$_hp_v" ]; then
   _hp_put agent found
   _hp_put agent_path "$_hp_v"
   case $_hp_v in */*) _hp_run=$_hp_v ;; *) _hp_run=$_hp_prog ;; esac
-  _hp_flush
-  _hp_split "$(_hp_bounded __VERSION_S__ '' "$_hp_run" --version)"
-  if [ "$_hp_rc" = 137 ]; then _hp_put agent_run timeout; else _hp_put agent_run "exit:$_hp_rc"; fi
-  [ -z "$_hp_first" ] || _hp_put agent_version "$_hp_first"
+  if [ -n "$_hp_ver" ]; then
+    _hp_flush
+    _hp_split "$(_hp_bounded __VERSION_S__ '' "$_hp_run" --version)"
+    if [ "$_hp_rc" = 137 ]; then _hp_put agent_run timeout; else _hp_put agent_run "exit:$_hp_rc"; fi
+    [ -z "$_hp_first" ] || _hp_put agent_version "$_hp_first"
+  else
+    _hp_put agent_run skipped
+  fi
 else
   _hp_put agent missing
   case $_hp_prog in */*) _hp_login= ;; esac  # a path: PATH plays no part
@@ -340,12 +344,13 @@ printf '%s%s\n' "$_hp_rep" '__END__'
 """
 
 
-def _data_line(agent_program: str, workspace: str, login_lookup: bool, slot_prefix: str) -> str:
+def _data_line(agent_program: str, workspace: str, login_lookup: bool, version_lookup: bool, slot_prefix: str) -> str:
     raw = "\n".join(
         [
             f"_hp_prog={shlex.quote(agent_program)}",
             f"_hp_ws={shlex.quote(workspace)}",
             f"_hp_login={'1' if login_lookup else ''}",
+            f"_hp_ver={'1' if version_lookup else ''}",
             f"_hp_slotp={shlex.quote(slot_prefix)}",
             "_hp_complete=1",
         ]
@@ -360,6 +365,7 @@ def probe_script(
     version_timeout_s: int = VERSION_TIMEOUT_S,
     login_timeout_s: int = LOGIN_TIMEOUT_S,
     login_lookup: bool = True,
+    version_lookup: bool = True,
     slot_prefix: str = "",
 ) -> str:
     """The script ``/bin/sh`` reads on stdin (run as :data:`PROBE_COMMAND`), with the data in it.
@@ -374,7 +380,10 @@ def probe_script(
     whether to ask the login shell at all when the agent is not on the session's PATH; it is the
     one thing a probe runs that the user's dotfiles control (a profile can start an ``ssh-agent``
     that outlives it in a session of its own), so a caller that must run nothing of theirs turns
-    it off (the report then says ``login=skipped``). ``slot_prefix``: where the sessions of a
+    it off (the report then says ``login=skipped``). ``version_lookup``: whether to run ``AGENT
+    --version`` at all; a caller about to start the agent anyway (a check with the handshake,
+    whose ``initialize`` names the version) turns it off and saves the host a start of the agent's
+    runtime (``agent_run=skipped``). ``slot_prefix``: where the sessions of a
     host keep their agent slots, less the user id (files ``slot-N`` locked with ``flock`` while
     an agent runs); the report counts those held (``slots_held``). ``""``: not asked.
 
@@ -404,7 +413,7 @@ def probe_script(
     return (
         "\n".join(
             [
-                _data_line(agent_program, workspace, login_lookup, slot_prefix),
+                _data_line(agent_program, workspace, login_lookup, version_lookup, slot_prefix),
                 decode,
                 "unset _hp_data _hp_d _hp_complete",
             ]

@@ -85,8 +85,9 @@ class ProbeReport:
     """What one probe read on a host. Every field is ``None`` when the host did not say.
 
     Sizes are KiB as ``df -k`` and ``/proc/meminfo`` give them. ``agent_exit``: the status of
-    ``AGENT --version`` (``None`` when it timed out or did not run); ``agent_version``: the first
-    non-empty line it printed, stdout and stderr together (an error message when it failed).
+    ``AGENT --version`` (``None`` when it timed out, or did not run: not found, or skipped);
+    ``agent_version``: the first non-empty line it printed, stdout and stderr together (an error
+    message when it failed).
     ``unavailable``: the fields the host had no tool or file for, as it named them.
     ``slots_held``: agent slots that running sessions hold on the host (``None``: not asked, or
     the host cannot tell: no ``/proc/locks``); ``slots_unusable``: the slot directory is a link,
@@ -192,7 +193,7 @@ def _fields(lines: list[str]) -> tuple[dict[str, object], int, list[str]]:
             parsed = _load(value)
         elif key == "agent_run":
             exit_match = _EXIT.match(value)
-            parsed = "timeout" if value == "timeout" else int(exit_match.group(1)) if exit_match else None
+            parsed = value if value in ("timeout", "skipped") else int(exit_match.group(1)) if exit_match else None
         elif key == "unavailable":
             parsed = tuple(sorted({name for name in value.split(",") if _KEY.match(name)}))
         else:

@@ -279,6 +279,7 @@ async def _check(request: _Request) -> list[HostCheck]:
             settings=request.settings,
             probe=probe,
             handshake=request.handshake,
+            login_probe=probe_settings,
             concurrency=request.concurrency,
             cache=cache,
             max_age_s=request.max_age,

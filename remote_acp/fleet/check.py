@@ -8,6 +8,10 @@ a session does: the same ``ssh`` argv, the same login-proof script, ``initialize
 session and leaves nothing running on either side. :func:`handshake_judgement` reads the session
 error it may end with as one verdict of ``hostinv``'s taxonomy, pure and tested as data.
 
+With the handshake and no probe in hand, the probe runs inside the handshake's own login
+(:class:`~remote_acp.fleet.login_probe.LoginProbe`, ``login_probe``): one login per host, and a
+host the probe finds not ready starts no agent.
+
 The handshake's bound is its own: ``initialize`` and ``session/new`` each wait at most the
 options' ``read_timeout_ms`` (the CLI sets it, and the initialize floor, from
 ``--handshake-timeout-ms``), on top of the ssh login's own bound.
@@ -21,7 +25,9 @@ value it obtains, so the inventory wins, as its precedence says.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
+import shlex
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
@@ -35,12 +41,14 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from hostinv import Host
+    from hostinv.probes import HostProbe, ProbeSettings
 
     from ..options import SessionOptions
     from ..session.verification import CredentialVerdict
-    from ..targets.ssh import SshTarget
+    from ..targets.ssh import Preflight, SshTarget
     from ..targets.ssh_settings import SshSettings
-    from .cache import ProbeCache
+    from .cache import CachedProbe, ProbeCache
+    from .login_probe import LoginProbe
     from .report import ProbeResult
 
 __all__ = ["check_host", "check_hosts", "handshake_judgement", "host_config_text", "host_target"]
@@ -99,7 +107,12 @@ def handshake_judgement(error: RemoteAcpError) -> Judgement:
     if kind is ErrorKind.PORT_EXIT and not authenticated(detail):
         if any(mark in detail for mark in _KEY_CHANGED):
             line = _KEYGEN_LINE.search(detail)
-            fix = f"ssh-keygen -f {line[1]} -R {line[2]}" if line else None
+            # ssh quotes its words for the eye ("..."); ours are quoted for a shell to run.
+            fix = (
+                f"ssh-keygen -f {shlex.quote(_unquoted(line[1]))} -R {shlex.quote(_unquoted(line[2]))}"
+                if line
+                else None
+            )
             return _judged(Verdict.HOST_KEY_CHANGED, error.message, fix)
         if "Host key verification failed" in detail:
             return _judged(Verdict.HOST_KEY_UNKNOWN, error.message)
@@ -113,6 +126,10 @@ def handshake_judgement(error: RemoteAcpError) -> Judgement:
         return _judged(Verdict.PROBE_FAILED, text)
     # The agent (or the login around it) ended early: its status and masked stderr tail are in text.
     return _judged(Verdict.AGENT_FAILED, text)
+
+
+def _unquoted(word: str) -> str:
+    return word[1:-1] if len(word) > 1 and word[0] == word[-1] and word[0] in "\"'" else word
 
 
 def _judged(verdict: Verdict, message: str, fix: str | None = None) -> Judgement:
@@ -154,11 +171,14 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     return "\n".join(lines) + "\n"
 
 
-def host_target(host: Host, settings: SshSettings, *, take_slot: bool = False) -> SshTarget:
+def host_target(
+    host: Host, settings: SshSettings, *, take_slot: bool = False, preflight: Preflight | None = None
+) -> SshTarget:
     """The :class:`SshTarget` a session on ``host`` would use: its destination, and its inventory
     ssh settings through a generated ssh_config when it has any. ``take_slot``: the session takes
     one of the host's agent slots (its capacity) for its life, as placed sessions do; a check's
-    handshake takes none, so checking a fleet never keeps its work from a slot.
+    handshake takes none, so checking a fleet never keeps its work from a slot. ``preflight``:
+    run in the session's login before the agent starts (a check's probe).
 
     :raises ValueError: unusable ssh options (see :func:`host_config_text`).
     :raises RemoteAcpError: ``agent_not_found`` when the generated config cannot be written.
@@ -175,7 +195,9 @@ def host_target(host: Host, settings: SshSettings, *, take_slot: bool = False) -
     if text is not None:
         path = write_fallback_config(text, fallback_config_dir())
         settings = replace(settings, config_file=str(path))
-    return SshTarget(host.destination, replace(settings, capacity=host.capacity if take_slot else None))
+    return SshTarget(
+        host.destination, replace(settings, capacity=host.capacity if take_slot else None), preflight=preflight
+    )
 
 
 def _auth_required(verdict: CredentialVerdict) -> bool:
@@ -191,46 +213,128 @@ async def check_host(
     settings: SshSettings,
     handshake: bool = True,
     probe: ProbeResult | None,
+    login_probe: ProbeSettings | None = None,
+    agent_program: str = "",
 ) -> HostCheck:
     """Check ``host``: the probe's verdict when it is not ``ready``, else (with ``handshake``) the
     verdict of a real session start of ``options.command`` in ``workspace``, torn down normally.
 
-    ``probe``: ``None`` skips it (the handshake alone decides). Never raises for anything the
-    host does; every outcome is a verdict.
+    ``probe``: ``None`` skips it (the handshake alone decides), unless ``login_probe`` is given:
+    then the probe (these settings' version bound, login lookup and slot prefix) runs inside the
+    handshake's own login, for ``agent_program`` (default: the command's first word). Never
+    raises for anything the host does; every outcome is a verdict.
 
     :raises ValueError: ``probe is None`` and ``handshake`` off: nothing would be checked.
     """
+    check, _ = await _check_host(
+        host,
+        options,
+        workspace,
+        settings=settings,
+        handshake=handshake,
+        probe=probe,
+        login_probe=login_probe,
+        agent_program=agent_program,
+    )
+    return check
+
+
+async def _check_host(
+    host: Host,
+    options: SessionOptions,
+    workspace: str,
+    *,
+    settings: SshSettings,
+    handshake: bool,
+    probe: ProbeResult | None,
+    login_probe: ProbeSettings | None,
+    agent_program: str,
+) -> tuple[HostCheck, HostProbe | None]:
+    """:func:`check_host`, and the probe run in the login when there was one (for the cache)."""
     report = probe.report if probe is not None else None
     base = HostCheck(host, Verdict.READY, "", latency_s=probe.latency_s if probe else 0.0, report=report)
     if probe is not None and (probe.verdict is not Verdict.READY or not handshake):
-        return replace(base, verdict=probe.verdict, message=probe.message, fix=probe.fix)
+        return replace(base, verdict=probe.verdict, message=probe.message, fix=probe.fix), None
     if not handshake:
         raise ValueError("a check needs a probe, a handshake, or both")
     from ..session.verification import verify_credentials  # here: a probe-only check needs no session core
 
     started = time.monotonic()
+    preflight: LoginProbe | None = None
     try:
-        target = host_target(host, settings)
+        if probe is None and login_probe is not None:
+            preflight = _login_probe(host, options, workspace, login_probe, agent_program)
+        target = host_target(host, settings, preflight=preflight)
         verdict = await verify_credentials(workspace, options, target)
     except ValueError as exc:  # the inventory's ssh options: ssh was never run
-        return replace(base, verdict=Verdict.UNREACHABLE, message=str(exc), fix="correct the host in the inventory")
-    except RemoteAcpError as exc:
-        judged = handshake_judgement(exc)
         return replace(
-            base,
-            verdict=judged.verdict,
-            message=judged.message,
-            fix=judged.fix,
-            latency_s=base.latency_s + time.monotonic() - started,
-            error_kind=exc.kind.value,
-            retryable=exc.retryable,
+            base, verdict=Verdict.UNREACHABLE, message=str(exc), fix="correct the host in the inventory"
+        ), None
+    except RemoteAcpError as exc:
+        found = preflight.result if preflight is not None else None
+        elapsed = base.latency_s + time.monotonic() - started
+        if found is not None and not found.ready:  # the probe refused the go-ahead: nothing started
+            return (
+                replace(
+                    base,
+                    verdict=found.verdict,
+                    message=found.message,
+                    fix=found.fix,
+                    latency_s=elapsed,
+                    report=found.report,
+                ),
+                found,
+            )
+        judged = handshake_judgement(exc)
+        if preflight is not None and found is None and judged.verdict is Verdict.HANDSHAKE_TIMEOUT:
+            # Logged in (or hung in the login) and never got the probe's report out: the agent
+            # was never started, so this is not the handshake's time.
+            judged = _judged(Verdict.PROBE_FAILED, f"the probe did not finish: {exc}")
+        return (
+            replace(
+                base,
+                verdict=judged.verdict,
+                message=judged.message,
+                fix=judged.fix,
+                latency_s=elapsed,
+                report=found.report if found is not None else base.report,
+                error_kind=exc.kind.value,
+                retryable=exc.retryable,
+            ),
+            found,
         )
+    found = preflight.result if preflight is not None else None
     facts = HandshakeFacts(verdict.agent_name, verdict.agent_version, _auth_required(verdict))
-    return replace(
-        base,
-        message=_ready_message(facts, probe),
-        latency_s=base.latency_s + time.monotonic() - started,
-        handshake=facts,
+    return (
+        replace(
+            base,
+            message=_ready_message(facts, probe if probe is not None else found),
+            latency_s=base.latency_s + time.monotonic() - started,
+            report=found.report if found is not None else base.report,
+            handshake=facts,
+        ),
+        found,
+    )
+
+
+def _login_probe(
+    host: Host, options: SessionOptions, workspace: str, settings: ProbeSettings, agent_program: str
+) -> LoginProbe:
+    """The probe of ``host`` as its handshake's preflight.
+
+    :raises ValueError: an agent program or workspace the probe cannot carry (as ``probe_host``).
+    """
+    from ..targets.launch import command_argv
+    from .login_probe import LoginProbe
+
+    program = agent_program or command_argv(options.command)[0]
+    return LoginProbe(
+        host,
+        program,
+        workspace,
+        version_timeout_s=max(1, math.ceil(settings.version_timeout_s)),
+        login_lookup=settings.login_lookup,
+        slot_prefix=settings.slot_prefix,
     )
 
 
@@ -253,6 +357,7 @@ async def check_hosts(
     settings: SshSettings,
     probe: Callable[[list[Host]], Awaitable[Sequence[ProbeResult]]] | None,
     handshake: bool = True,
+    login_probe: ProbeSettings | None = None,
     concurrency: int = 32,
     cache: ProbeCache | None = None,
     max_age_s: float = 0.0,
@@ -264,6 +369,10 @@ async def check_hosts(
     ready, handshaken (per host at most ``settings.max_concurrent_starts`` starting). A host's
     handshake does not wait for the other hosts' probes. The result is in the order of
     ``hosts``; ``on_done`` sees each host as its verdict is known.
+
+    ``login_probe``: with the handshake, a host with no fresh cached probe is probed inside its
+    handshake's login (see :func:`check_host`), not through ``probe``: one login per host. Its
+    probe goes to the cache as ``probe``'s would.
     """
     import anyio
 
@@ -274,10 +383,6 @@ async def check_hosts(
     per_address: dict[tuple[str, int | None], anyio.Semaphore] = {}
 
     async def probed(host: Host) -> tuple[ProbeResult | None, float | None]:
-        if cache is not None:
-            hit = cache.get(host, agent_program, workspace, max_age_s=max_age_s)
-            if hit is not None:
-                return hit, hit.age_s
         if probe is None:
             return None, None
         # Probes of one address (two inventory names for one host) stay below sshd's MaxStartups.
@@ -289,10 +394,30 @@ async def check_hosts(
                 cache.put(result, agent_program, workspace)
         return result, None
 
+    def cached(host: Host) -> CachedProbe | None:
+        return cache.get(host, agent_program, workspace, max_age_s=max_age_s) if cache is not None else None
+
     async def one(host: Host) -> None:
         async with limiter:
-            result, age = await probed(host)
-            check = await check_host(host, options, workspace, settings=settings, handshake=handshake, probe=result)
+            hit = cached(host)
+            if hit is None and handshake and login_probe is not None:
+                check, found = await _check_host(
+                    host,
+                    options,
+                    workspace,
+                    settings=settings,
+                    handshake=True,
+                    probe=None,
+                    login_probe=login_probe,
+                    agent_program=agent_program,
+                )
+                if found is not None and cache is not None:
+                    with contextlib.suppress(OSError):
+                        cache.put(found, agent_program, workspace)
+                age = None
+            else:
+                result, age = (hit, hit.age_s) if hit is not None else await probed(host)
+                check = await check_host(host, options, workspace, settings=settings, handshake=handshake, probe=result)
         done[host.name] = replace(check, probe_age_s=age)
         if on_done is not None:
             on_done(done[host.name])

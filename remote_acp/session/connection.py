@@ -46,7 +46,10 @@ from ..targets.process import AgentProcess, PipeClosed
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from ..errors import RemoteAcpError
+
 __all__ = [
+    "GATED_OUTPUT_KEPT",
     "MAX_QUEUED_BYTES",
     "WRITE_HIGH_WATER",
     "AgentConnection",
@@ -64,6 +67,9 @@ STREAM_ENDED = "the agent's connection ended before a response arrived"
 WRITE_HIGH_WATER: Final = 1024 * 1024
 """Bytes queued for the agent's stdin above which the reader stops reading the agent."""
 _PRE_READY_KEPT: Final = 4096
+GATED_OUTPUT_KEPT: Final = 64 * 1024
+"""Bytes printed before the ready marker that a ready gate sees (its last ones): room for a
+report printed ahead of the marker, however noisy the login scripts before it."""
 MAX_QUEUED_BYTES: Final = 16 * 1024 * 1024
 """Bytes queued for the agent's stdin above which writing counts as failed (a last resort: the
 reader has stopped long before, so only our own requests can still add to the queue)."""
@@ -145,6 +151,7 @@ class AgentConnection:
         stdin_prefix: bytes = b"",
         ready_marker: bytes = b"",
         ready_reply: bytes = b"",
+        ready_gate: Callable[[bytes], RemoteAcpError | None] | None = None,
     ) -> None:
         self.process = process
         self.peer = JsonRpcPeer()
@@ -171,9 +178,13 @@ class AgentConnection:
         self._marker = ready_marker + b"\n" if ready_marker else b""
         self.has_ready_marker = bool(ready_marker)
         self._ready_reply = ready_reply
+        self._gate = ready_gate
+        self._kept = GATED_OUTPUT_KEPT if ready_gate is not None else _PRE_READY_KEPT
         self._before_ready = bytearray()
         self.pre_ready_output = b""
         """What the launched side printed before its ready marker (its last bytes, bounded)."""
+        self.refusal: RemoteAcpError | None = None
+        """Why the ready gate refused the go-ahead (then :attr:`ready` is never set)."""
         self._prefix: WriteTicket | None = None
         if stdin_prefix:
             self._prefix = WriteTicket(stdin_prefix)
@@ -348,14 +359,24 @@ class AgentConnection:
         pending += data
         at = pending.find(self._marker)
         if at < 0:
-            # Keep a bounded tail: enough to find a marker split across reads, and to quote.
-            if len(pending) > _PRE_READY_KEPT + len(self._marker):
-                del pending[: len(pending) - _PRE_READY_KEPT - len(self._marker)]
+            # Keep a bounded tail: enough to find a marker split across reads, to quote, and
+            # for the gate to read.
+            kept = self._kept
+            if len(pending) > kept + len(self._marker):
+                del pending[: len(pending) - kept - len(self._marker)]
             self.pre_ready_output = bytes(pending[-_PRE_READY_KEPT:])
             return b""
-        self.pre_ready_output = bytes(pending[max(0, at - _PRE_READY_KEPT) : at])
+        before = bytes(pending[max(0, at - self._kept) : at])
+        self.pre_ready_output = before[-_PRE_READY_KEPT:]
         rest = bytes(pending[at + len(self._marker) :])
         pending.clear()
+        if self._gate is not None and self.refusal is None:
+            self.refusal = self._gate(before)
+        if self.refusal is not None:
+            # No go-ahead: the launched side reads the end of its input at teardown and starts
+            # nothing. Nothing queued goes out (the writer fails it), nothing after is protocol.
+            self._ready_or_lost.set()
+            return b""
         if self._ready_reply:
             # The go-ahead goes first, after the prefix if that is still being written.
             reply = WriteTicket(self._ready_reply)

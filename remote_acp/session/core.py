@@ -348,6 +348,7 @@ class Session:
                 stdin_prefix=spec.stdin_prefix,
                 ready_marker=spec.ready_marker,
                 ready_reply=spec.ready_reply,
+                ready_gate=spec.ready_gate,
             )
             self._conn.start(tg)
             hs = Handshake(

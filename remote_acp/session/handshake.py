@@ -138,6 +138,8 @@ class Handshake:
             await conn.wait_ready()
         if conn.ready.is_set():
             return
+        if conn.refusal is not None:
+            raise conn.refusal
         if conn.lost.is_set():
             raise await self.lost_error()
         printed = self._masker.quote(conn.pre_ready_output.decode("utf-8", "replace").strip(), 300)

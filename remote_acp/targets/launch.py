@@ -20,7 +20,7 @@ from ..errors import ErrorKind, RemoteAcpError
 from ..masking import secret_values
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from .exit_status import ExitStatus
 
@@ -61,6 +61,11 @@ class LaunchSpec:
     """Written first once the marker was seen: the launched side's go-ahead."""
     ready_timeout_ms: int = 0
     """How long the marker may take (``0``: the ``initialize`` bound)."""
+    ready_gate: Callable[[bytes], RemoteAcpError | None] | None = field(default=None, repr=False)
+    """Asked once the marker was seen, with what came before it on stdout (up to
+    :data:`~remote_acp.session.connection.GATED_OUTPUT_KEPT` bytes): ``None`` lets the go-ahead
+    go; an error refuses it, and the session's start fails with that error while the launched
+    side, never given the go-ahead, starts nothing. It must not raise."""
 
 
 class LaunchTarget(Protocol):

@@ -68,7 +68,7 @@ import os
 import secrets
 import shutil
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..errors import ErrorKind, RemoteAcpError
 from ..logs import get_logger
@@ -101,6 +101,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Destination",
     "HostKeyPolicy",
+    "Preflight",
     "SshSettings",
     "SshTarget",
     "fallback_config_text",
@@ -111,6 +112,32 @@ __all__ = [
 ]
 
 log = get_logger("remote_acp.targets.ssh")
+
+
+class Preflight(Protocol):
+    """A look at the host inside the session's own login, before the agent starts.
+
+    :attr:`script` runs in the session script (see :func:`remote_script`) before the workspace
+    is entered; what it prints on stdout reaches :meth:`admit` once the ready marker follows it,
+    which lets the agent start (``None``) or refuses (the error the session's start fails with;
+    the host starts nothing). ``fleet``'s host check runs ``hostinv``'s probe this way, so a
+    check with the handshake logs in once.
+    """
+
+    @property
+    def script(self) -> str:
+        """POSIX sh, ASCII; stdin is ``/dev/null``."""
+        ...
+
+    @property
+    def bound_ms(self) -> int:
+        """How long the script may take: added to the session's ready bound."""
+        ...
+
+    def admit(self, printed: bytes) -> RemoteAcpError | None:
+        """Whether the agent may start, from what came before the ready marker. Never raises."""
+        ...
+
 
 READY_REPLY: Final = b"go\n"
 """The go-ahead the client writes once it saw the ready marker; the script reads it before the
@@ -177,6 +204,8 @@ class SshTarget:
     environ: Mapping[str, str] | None = field(default=None, repr=False)
     """Where ``pass_env`` values are read, and the local ssh's environment (default: ours). Kept
     out of the repr: it holds secrets."""
+    preflight: Preflight | None = field(default=None, repr=False, compare=False)
+    """Run before the agent starts, in the same login (see :class:`Preflight`)."""
 
     @property
     def label(self) -> str:
@@ -221,6 +250,7 @@ class SshTarget:
             kill_grace_s=self.settings.kill_grace_s,
             ready_marker=marker,
             capacity=self.settings.capacity,
+            preflight=self.preflight.script if self.preflight is not None else None,
         )
         config = await self._ssh_config(ssh, destination, environ)
         return LaunchSpec(
@@ -237,10 +267,11 @@ class SshTarget:
             cwd=None,
             target=destination.label,
             remote=True,
-            stdin_prefix=stdin_prefix(script),
+            stdin_prefix=stdin_prefix(script, whole_input=True),  # nothing else goes before the marker
             ready_marker=marker.encode(),
             ready_reply=READY_REPLY,
-            ready_timeout_ms=ready_bound_ms(self.settings),
+            ready_timeout_ms=ready_bound_ms(self.settings) + (self.preflight.bound_ms if self.preflight else 0),
+            ready_gate=self.preflight.admit if self.preflight is not None else None,
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
             secrets=tuple(

@@ -17,15 +17,18 @@ quoted by :func:`shlex.quote`. No line of the prefix means anything but an assig
 shell, whichever shell reads it and from wherever it starts reading: a dotfile that reads some of
 stdin can make the session fail, never run a word of the data.
 
-The script, in order: decode the data; enter the workspace with ``cd --`` (a failure exits
-:data:`EXIT_NO_WORKSPACE` with :data:`WORKSPACE_MARK`, and never runs the command); export the
-carried environment; find the supervisor's tools (:data:`SUPERVISOR_TOOLS`), on the login's PATH
-and else in :data:`TOOL_FALLBACK_PATH`, for the supervisor's own use only (the agent gets the
-PATH the login and the carried environment gave it); a tool found nowhere exits
-:data:`EXIT_NO_TOOL` with :data:`TOOL_MARK` and its name. Then, with a ready marker, it prints
-the marker line and reads one line, the go-ahead, from stdin: the client sends it only once it
-saw the marker, so a session given up before (a login that hung past the bound) reads end of
-file there and starts nothing (:data:`EXIT_NO_GO`). Then it starts the agent and supervises it.
+The script, in order: decode the data; run the preflight when the session has one (a script of
+the caller's, in a subshell reading ``/dev/null``, whose output reaches the client ahead of the
+ready marker, so the client can look at the host before the agent starts); enter the workspace
+with ``cd --`` (a failure exits :data:`EXIT_NO_WORKSPACE` with :data:`WORKSPACE_MARK`, and never
+runs the command); export the carried environment; find the supervisor's tools
+(:data:`SUPERVISOR_TOOLS`), on the login's PATH and else in :data:`TOOL_FALLBACK_PATH`, for the
+supervisor's own use only (the agent gets the PATH the login and the carried environment gave
+it); a tool found nowhere exits :data:`EXIT_NO_TOOL` with :data:`TOOL_MARK` and its name. Then,
+with a ready marker, it prints the marker line and reads one line, the go-ahead, from stdin: the
+client sends it only once it saw the marker, so a session given up before (a login that hung
+past the bound) reads end of file there and starts nothing (:data:`EXIT_NO_GO`). Then it starts
+the agent and supervises it.
 
 Capacity (when the session has one): before the ready marker the script takes one of the host's
 agent slots, a lock (``flock``) on one of the files ``slot-1`` .. ``slot-N`` in the user's slot
@@ -290,6 +293,7 @@ def remote_script(
     tool_path: str = TOOL_FALLBACK_PATH,
     capacity: int | None = None,
     slot_prefix: str = SLOT_DIR_PREFIX,
+    preflight: str | None = None,
 ) -> str:
     """The script ``/bin/sh`` runs on the host (see the module docstring); it travels on stdin
     (:func:`stdin_prefix`), and holds the data (:func:`data_line`).
@@ -304,7 +308,9 @@ def remote_script(
     ``None``: neither. ``tool_path``: where the supervisor's tools are looked for after the
     login's PATH. ``capacity``: take one of the host's first ``capacity`` agent slots before
     the agent starts (see the module docstring); ``None``: take none. ``slot_prefix``: the slot
-    directory, less the user id (tests point it elsewhere).
+    directory, less the user id (tests point it elsewhere). ``preflight``: POSIX sh run in a
+    subshell (stdin ``/dev/null``) before the workspace is entered; what it prints on stdout
+    reaches the client before the ready marker (requires one). ASCII, since the script is.
 
     :raises ValueError: for a ``kill_grace_s`` or ``capacity`` that is not an integer of at least 1, a token or
         marker that is not made of ASCII letters, digits and ``-``, a tool path with a quote or
@@ -323,6 +329,8 @@ def remote_script(
         raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
     if not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= _PLAIN:
         raise ValueError("the slot prefix must be an absolute path of letters, digits and /._,:+=@%-")
+    if preflight is not None and (ready_marker is None or not preflight.isascii()):
+        raise ValueError("a preflight needs a ready marker, and must be ASCII")
     incomplete = f"{{ printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; }}"
     lines = [
         # The bootstrap's own variable holds this line only when it read the line itself: a login
@@ -331,6 +339,7 @@ def remote_script(
         data_line(workspace, command, env),
         f'_ra_d=$(printf \'%b.\' "$_ra_data") && eval "${{_ra_d%.}}" && [ "${{_ra_complete-}}" = 1 ] || {incomplete}',
         "unset _ra_data _ra_d _ra_complete",
+        *(["(", preflight.rstrip("\n"), ") </dev/null"] if preflight is not None else []),
         f'cd -- "$_ra_ws" 2>/dev/null || {{ printf \'%s %s\\n\' {_q(WORKSPACE_MARK)} "$_ra_ws" >&2; '
         f"exit {EXIT_NO_WORKSPACE}; }}",
         f'if [ -n "$_ra_env" ]; then eval "$_ra_env" || {incomplete}; fi',
@@ -401,7 +410,7 @@ def _slot_lines(capacity: int, prefix: str) -> list[str]:
     ]
 
 
-def stdin_prefix(script: str) -> bytes:
+def stdin_prefix(script: str, *, whole_input: bool = False) -> bytes:
     """What goes on stdin ahead of the protocol: the loader line, then ``script`` (which must end
     with :data:`END_MARK` and a newline, as :func:`remote_script`'s does).
 
@@ -409,19 +418,35 @@ def stdin_prefix(script: str) -> bytes:
     sh), and runs them only when the last one is the end mark; anything else (stdin ended early,
     a dotfile ate some of it) exits :data:`EXIT_INCOMPLETE` with :data:`INCOMPLETE_MARK`, or waits
     for lines that never come, until the ready bound ends the session.
+
+    ``whole_input``: nothing follows the script on stdin until the script asks for it (it prints a
+    ready marker and the client sends nothing more before it), so the loader may read the script
+    in one go: ``head -c`` with its size, a read or two instead of one per byte (a byte costs
+    ``read`` about 2 us of host CPU, and a check's script with its probe is 15 KB). Where ``head``
+    is missing or knows no ``-c``, or what it read does not end with the end mark, the line loop
+    reads what is left, as without it.
     """
     if not script.endswith(END_MARK + "\n"):
         raise ValueError("the script must end with the end mark")
     count = script.count("\n")
+    end = _q(END_MARK)
+    at_once = (
+        "if command -v head >/dev/null 2>&1; then "
+        f"_ra_s=$(head -c {len(script.encode())} 2>/dev/null; echo .); _ra_s=${{_ra_s%.}}; "
+        f'case $_ra_s in *"$_ra_nl"{end}"$_ra_nl") _ra_n={count}; _ra_l={end} ;; *) _ra_s= ;; esac; fi; '
+        if whole_input
+        else ""
+    )
     # Only the bootstrap sets ``l``: without it, another shell (one a login script started in
     # place of the login shell) is reading stdin as its own commands.
     loader = (
         f"if [ -z \"${{l+1}}\" ]; then printf '%s\\n' {_q(INCOMPLETE_MARK + ANOTHER_SHELL)} >&2; "
         f"exit {EXIT_INCOMPLETE}; fi; "
         "_ra_nl=$(printf '\\n.'); _ra_nl=${_ra_nl%.}; _ra_s=; _ra_l=; _ra_n=0; "
-        f'while [ "$_ra_n" -lt {count} ] && IFS= read -r _ra_l; do _ra_s=$_ra_s$_ra_l$_ra_nl; '
+        + at_once
+        + f'while [ "$_ra_n" -lt {count} ] && IFS= read -r _ra_l; do _ra_s=$_ra_s$_ra_l$_ra_nl; '
         "_ra_n=$((_ra_n + 1)); done; "
-        f'if [ "$_ra_n" -eq {count} ] && [ "$_ra_l" = {_q(END_MARK)} ]; then unset _ra_l _ra_n _ra_nl; eval "$_ra_s"; '
+        f'if [ "$_ra_n" -eq {count} ] && [ "$_ra_l" = {end} ]; then unset _ra_l _ra_n _ra_nl; eval "$_ra_s"; '
         f"else printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; fi"
     )
     return (loader + "\n" + script).encode("ascii")

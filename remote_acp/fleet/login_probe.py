@@ -1,0 +1,96 @@
+"""``hostinv``'s probe run inside the handshake's own login: one login per host for a full check.
+
+A check with the handshake needs both halves: the probe's facts (OS, cores, load, disk, the
+agent's path and version, the slots held) and a real session start. Logging in twice (asyncssh
+for the probe, then OpenSSH for the session) costs a host two key exchanges, two
+authentications and two sshd processes, which on a fleet is most of the check. So the probe's
+script runs as the session's :class:`~remote_acp.targets.ssh.Preflight`: the session script runs
+it before it enters the workspace, its report reaches the client ahead of the ready marker, and
+:meth:`LoginProbe.admit` reads it with ``hostinv``'s own parser and verdicts. A host the probe
+finds not ready starts no agent (the go-ahead is refused); a ready one goes on to
+``initialize`` and ``session/new`` in the same login.
+
+The probe is the same script, read by the same parser and judged by the same rules as over
+asyncssh, so a verdict does not depend on which way it was taken. What differs is the login:
+OpenSSH's, the one a session makes, so connection problems are read from ssh's own words
+(:func:`~remote_acp.fleet.check.handshake_judgement`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from hostinv.probes import Verdict
+
+from ..errors import ErrorKind, RemoteAcpError
+
+if TYPE_CHECKING:
+    from hostinv import Host
+    from hostinv.probes import HostProbe
+
+__all__ = ["LoginProbe", "PROBE_MARGIN_S"]
+
+PROBE_MARGIN_S: Final = 5
+"""Seconds the probe may take beyond the bounds of what it runs (``--version``, the login shell)."""
+
+# The session error a refusal raises, for a library caller reading the start's failure.
+_REFUSAL_KIND: Final = {
+    Verdict.AGENT_NOT_FOUND: ErrorKind.AGENT_NOT_FOUND,
+    Verdict.WORKSPACE_INVALID: ErrorKind.INVALID_WORKSPACE_CWD,
+}
+
+
+@dataclass(slots=True)
+class LoginProbe:
+    """The probe of ``host`` for ``agent`` in ``workspace``, as a session's preflight.
+
+    After the session's start, :attr:`result` holds the probe's outcome when its report came
+    back (``None``: the login never got that far, or the probe never finished).
+    """
+
+    host: Host
+    agent: str
+    workspace: str
+    version_timeout_s: int = 2
+    login_timeout_s: int = 3
+    login_lookup: bool = True
+    slot_prefix: str = ""
+    script: str = field(init=False)
+    bound_ms: int = field(init=False)
+    started: float = field(default_factory=time.monotonic, init=False)
+    result: HostProbe | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        from hostinv.probes import probe_script
+
+        self.script = probe_script(
+            self.agent,
+            self.workspace,
+            version_timeout_s=self.version_timeout_s,
+            login_timeout_s=self.login_timeout_s,
+            login_lookup=self.login_lookup,
+            version_lookup=False,  # the handshake's initialize names the version; one agent start, not two
+            slot_prefix=self.slot_prefix,
+        )
+        self.bound_ms = (self.version_timeout_s + self.login_timeout_s + PROBE_MARGIN_S) * 1000
+
+    def admit(self, printed: bytes) -> RemoteAcpError | None:
+        from hostinv.probes import HostProbe, ProbeReportError, judge_probe_error, judge_report, parse_report
+
+        report = None
+        try:
+            report = parse_report(printed.decode("utf-8", "replace"))
+        except ProbeReportError as exc:
+            judgement = judge_probe_error(exc)
+        else:
+            capacity = self.host.capacity if self.slot_prefix else None
+            judgement = judge_report(report, self.agent, self.workspace, capacity=capacity)
+        self.result = HostProbe(
+            self.host, judgement.verdict, judgement.message, judgement.fix, report, time.monotonic() - self.started
+        )
+        if judgement.ready:
+            return None
+        kind = _REFUSAL_KIND.get(judgement.verdict, ErrorKind.PORT_EXIT)
+        return RemoteAcpError(kind, f"the host's probe found it not ready: {judgement.message}", retryable=False)
