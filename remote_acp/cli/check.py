@@ -119,6 +119,10 @@ def check_host(
     host_key_*) and the others ready; 21 some host reached is not ready; 2 usage error;
     10 an inventory file cannot be read; 141 the output was closed.
     """
+    if not no_handshake:
+        from ..targets.launcher import prestart_launcher
+
+        prestart_launcher()  # the handshakes' supervisors' launcher starts beside the imports below
     import os
     import shlex
 
