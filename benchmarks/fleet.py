@@ -23,7 +23,8 @@ once:
 - ``remote-acp check host @fleet --no-handshake --json`` (the probe), our inventory file listing
   the hosts and the lab's ssh_config (``--concurrency`` the fleet's size), as a check runs again
   (``ssh -G``'s answers kept from the last run) and with nothing kept;
-- the same with the handshake: the scriptable agent started on every host as a session starts it,
+- the same with the handshake: one login per host, the session's own, whose login-proof script
+  runs the probe before the scriptable agent starts as a session starts it, then
   ``initialize``, ``session/new``, teardown;
 - ``ansible all -m ping`` over an INI inventory of the same names, the same ssh_config
   (``ansible_ssh_args``), ``forks`` the fleet's size, pipelining on and ansible's own

@@ -3,7 +3,9 @@
 :mod:`.command` builds the script (data travel inside it, never as code), :mod:`.parse` reads its
 report without I/O, and :mod:`.verdicts` turns a report into one verdict a person can act on.
 The runner (:mod:`.runner`, asyncssh imported on first use) sends :func:`probe_script` to :data:`PROBE_COMMAND`'s
-stdin over one channel and hands its stdout to :func:`parse_report`.
+stdin over one channel and hands its stdout to :func:`parse_report`. The script is plain POSIX sh
+with its data inside, so another login can run it too (``remote_acp``'s host check runs it in a
+session's own login, ahead of the agent) and read its report with the same parser and verdicts.
 """
 
 from .command import PROBE_COMMAND, REPORT_END, REPORT_HEADER, probe_script
