@@ -272,34 +272,27 @@ async def _check_host(
         ), None
     except RemoteAcpError as exc:
         found = preflight.result if preflight is not None else None
-        elapsed = base.latency_s + time.monotonic() - started
+        kind: str | None = None
+        retryable: bool | None = None
         if found is not None and not found.ready:  # the probe refused the go-ahead: nothing started
-            return (
-                replace(
-                    base,
-                    verdict=found.verdict,
-                    message=found.message,
-                    fix=found.fix,
-                    latency_s=elapsed,
-                    report=found.report,
-                ),
-                found,
-            )
-        judged = handshake_judgement(exc)
-        if preflight is not None and found is None and judged.verdict is Verdict.HANDSHAKE_TIMEOUT:
-            # Logged in (or hung in the login) and never got the probe's report out: the agent
-            # was never started, so this is not the handshake's time.
-            judged = _judged(Verdict.PROBE_FAILED, f"the probe did not finish: {exc}")
+            judged = Judgement(found.verdict, found.message, found.fix)
+        else:
+            judged = handshake_judgement(exc)
+            kind, retryable = exc.kind.value, exc.retryable
+            if preflight is not None and found is None and judged.verdict is Verdict.HANDSHAKE_TIMEOUT:
+                # Logged in (or hung in the login) and never got the probe's report out: the
+                # agent was never started, so this is not the handshake's time.
+                judged = _judged(Verdict.PROBE_FAILED, f"the probe did not finish: {exc}")
         return (
             replace(
                 base,
                 verdict=judged.verdict,
                 message=judged.message,
                 fix=judged.fix,
-                latency_s=elapsed,
+                latency_s=base.latency_s + time.monotonic() - started,
                 report=found.report if found is not None else base.report,
-                error_kind=exc.kind.value,
-                retryable=exc.retryable,
+                error_kind=kind,
+                retryable=retryable,
             ),
             found,
         )
