@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .errors import ErrorKind, RemoteAcpError
+from .errors import Cause, ErrorKind, RemoteAcpError
 from .logs import get_logger
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class McpServer:
 
 def _fail(message: str) -> RemoteAcpError:
     # A broken file fails the same way on every attempt: retrying cannot help.
-    return RemoteAcpError(ErrorKind.RESPONSE_ERROR, _PREFIX + message, retryable=False)
+    return RemoteAcpError(ErrorKind.RESPONSE_ERROR, _PREFIX + message, cause=Cause.CONFIG_INVALID)
 
 
 # -- the operator's file ------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remote_acp.errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
+from hostinv.causes import CAUSES, fix_for
+from remote_acp.errors import DEFAULT_CAUSE, RETRYABLE, Cause, ErrorKind, RemoteAcpError, retry_backoff_ms
 
 ALL_KINDS = {
     "agent_not_found",
@@ -101,10 +102,34 @@ def test_backoff_for_a_huge_attempt_number_is_the_cap() -> None:
 
 
 @pytest.mark.parametrize("kind", list(ErrorKind))
-def test_a_failure_can_overrule_its_kinds_retry_class(kind: ErrorKind) -> None:
-    assert RemoteAcpError(kind, "x", retryable=False).retryable is False
-    assert RemoteAcpError(kind, "x", retryable=False).backoff_ms(1) is None
-    assert RemoteAcpError(kind, "x", retryable=True).retryable is True
+def test_retryability_follows_the_cause_not_the_kind(kind: ErrorKind) -> None:
+    assert RemoteAcpError(kind, "x", cause=Cause.AUTH_FAILED).retryable is False
+    assert RemoteAcpError(kind, "x", cause=Cause.AUTH_FAILED).backoff_ms(1) is None
+    assert RemoteAcpError(kind, "x", cause=Cause.CONNECT_REFUSED).retryable is True
+    assert RemoteAcpError(kind, "x", cause=Cause.CONNECT_REFUSED).backoff_ms(1) is not None
+
+
+@pytest.mark.parametrize("cause", list(Cause))
+def test_every_cause_has_one_entry_and_its_fix_fills_without_holes(cause: Cause) -> None:
+    info = CAUSES[cause]
+    fix = fix_for(cause)
+    assert "{" not in fix and "}" not in fix
+    if info.fix:
+        assert fix
+    error = RemoteAcpError(ErrorKind.PORT_EXIT, "x", cause=cause)
+    assert error.to_json()["cause"] == cause.value
+    assert error.to_json()["retryable"] is info.retryable
+
+
+def test_a_fix_quotes_each_fact_for_the_shell() -> None:
+    fix = fix_for(Cause.HOST_KEY_CHANGED, known_hosts="/tmp/my hosts", key_name="[h]:2222")
+    assert "ssh-keygen -f '/tmp/my hosts' -R '[h]:2222'" in fix
+    assert fix_for(Cause.WORKSPACE_INVALID, workspace="/w/$x").endswith("(mkdir -p -- '/w/$x') or pass one that exists")
+
+
+def test_every_kind_has_a_default_cause() -> None:
+    for kind in ErrorKind:
+        assert RemoteAcpError(kind, "x").cause is DEFAULT_CAUSE[kind]
 
 
 @pytest.mark.parametrize("attempt", [0, -1, -100])
@@ -119,7 +144,7 @@ def test_error_carries_kind_message_and_detail() -> None:
     assert error.message == "exit status 3"
     assert error.detail == "boom | traceback"
     assert str(error) == "exit status 3: boom | traceback"
-    assert repr(error) == "RemoteAcpError('port_exit', 'exit status 3: boom | traceback')"
+    assert repr(error) == "RemoteAcpError('port_exit', 'agent_lost', 'exit status 3: boom | traceback')"
     assert isinstance(error, Exception)
 
 

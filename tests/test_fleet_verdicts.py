@@ -11,7 +11,7 @@ import pytest
 
 from hostinv import Host
 from hostinv.probes import Verdict
-from remote_acp.errors import ErrorKind, RemoteAcpError
+from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
 from remote_acp.fleet import handshake_judgement, host_config_text, host_target
 from remote_acp.targets.exit_status import ExitStatus
 from remote_acp.targets.ssh import SshSettings
@@ -102,7 +102,9 @@ def test_a_noisy_agent_whose_login_line_left_the_tail_is_still_agent_failed() ->
             Verdict.HANDSHAKE_TIMEOUT,
         ),
         (
-            RemoteAcpError(ErrorKind.RESPONSE_ERROR, "agent reported protocol version 2, want 1", retryable=False),
+            RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR, "agent reported protocol version 2, want 1", cause=Cause.PROTOCOL_INCOMPATIBLE
+            ),
             Verdict.INCOMPATIBLE_PROTOCOL,
         ),
         (RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode"), Verdict.INCOMPATIBLE_PROTOCOL),

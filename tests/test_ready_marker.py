@@ -160,7 +160,7 @@ async def test_a_gate_reads_what_came_before_the_marker_and_lets_the_agent_start
 async def test_a_gate_that_refuses_fails_the_start_with_its_error_and_nothing_starts(
     workspace: str, tmp_path: Path
 ) -> None:
-    refusal = RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the report says no agent here", retryable=False)
+    refusal = RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the report says no agent here")
     target = ScriptTarget(script("echo 'report: agent=missing'", tmp_path), gate=lambda _: refusal)
     started = time.monotonic()
     with anyio.fail_after(10), pytest.raises(RemoteAcpError) as info:

@@ -7,7 +7,6 @@ hands in what it needs.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,7 +15,7 @@ from ..sshopts import ResolvedSsh, known_hosts_line
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["HostKeyCheck", "append_line", "keygen_fix", "parsed_known_hosts"]
+__all__ = ["HostKeyCheck", "append_line", "parsed_known_hosts"]
 
 
 @dataclass(slots=True)
@@ -71,15 +70,6 @@ def append_line(path: str, line: str) -> None:
         os.write(fd, (lead + line).encode())  # one write with O_APPEND: lines from parallel probes do not mix
     finally:
         os.close(fd)
-
-
-def keygen_fix(check: HostKeyCheck) -> str:
-    name = check.resolved.known_hosts_name
-    where = check.found_in or (check.read_files[0] if check.read_files else "~/.ssh/known_hosts")
-    return (
-        f"if the host was reinstalled and you trust its new key: ssh-keygen -f {shlex.quote(where)} "
-        f"-R {shlex.quote(name)}; then probe again"
-    )
 
 
 _KNOWN_HOSTS: dict[tuple[tuple[str, int, int, int], ...], Any] = {}

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import shlex
 import socket
 import time
 from contextlib import AsyncExitStack
@@ -40,9 +39,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import resolve_cache
+from ..causes import Cause, fix_for, ssh_words
 from ..sshopts import ResolvedSsh, existing, parse_jump, parse_ssh_g, probe_ciphers, ssh_g_argv
 from .command import PROBE_COMMAND, probe_script
-from .host_keys import HostKeyCheck, keygen_fix, parsed_known_hosts
+from .host_keys import HostKeyCheck, parsed_known_hosts
 from .parse import ProbeReport, ProbeReportError, parse_report
 from .verdicts import Judgement, Verdict, judge_probe_error, judge_report
 
@@ -103,6 +103,8 @@ class HostProbe:
     fix: str | None
     report: ProbeReport | None
     latency_s: float
+    cause: Cause | None = None
+    """Why it is not ready (:mod:`hostinv.causes`); ``None`` when ready."""
 
     @property
     def ready(self) -> bool:
@@ -134,36 +136,49 @@ def judge_connect_error(
             Verdict.HOST_KEY_CHANGED,
             f"{destination} ({key_check.resolved.known_hosts_name}) offered a host key other than the one "
             f"{key_check.found_in} holds for it: a reinstalled host, or someone in between; refused",
-            keygen_fix(key_check),
+            fix_for(
+                Cause.HOST_KEY_CHANGED,
+                known_hosts=key_check.found_in or (key_check.read_files[0] if key_check.read_files else None),
+                key_name=key_check.resolved.known_hosts_name,
+            ),
+            Cause.HOST_KEY_CHANGED,
         )
     if key_check is not None and key_check.outcome == "unknown":
-        target = key_check.write_file or "~/.ssh/known_hosts"
         return Judgement(
             Verdict.HOST_KEY_UNKNOWN,
             f"{destination} ({key_check.resolved.known_hosts_name}) offered a key no known_hosts file holds, "
             "and the host key policy is 'yes' (or the file cannot be written)",
-            f"check the key out of band and add it to {target} (ssh -o StrictHostKeyChecking=accept-new "
-            f"{shlex.quote(destination)} true), or probe with the policy accept-new",
+            fix_for(Cause.HOST_KEY_UNKNOWN, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
+            Cause.HOST_KEY_UNKNOWN,
         )
     if name == "HostKeyNotVerifiable":
         if "revoked" in str(exc):
             return Judgement(
-                Verdict.HOST_KEY_CHANGED, f"{destination} offered a revoked host key: {exc}", "find out why"
+                Verdict.HOST_KEY_CHANGED,
+                f"{destination} offered a revoked host key: {exc}",
+                fix_for(Cause.HOST_KEY_CHANGED),
+                Cause.HOST_KEY_CHANGED,
             )
-        return Judgement(Verdict.HOST_KEY_UNKNOWN, f"{destination}: {exc}", "add the host's key to known_hosts")
+        return Judgement(
+            Verdict.HOST_KEY_UNKNOWN,
+            f"{destination}: {exc}",
+            fix_for(Cause.HOST_KEY_UNKNOWN, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
+            Cause.HOST_KEY_UNKNOWN,
+        )
     if name == "PermissionDenied":
         return Judgement(
             Verdict.AUTH_FAILED,
             f"sshd on {at} refused every key offered for the user (keys only, never a password; encrypted "
             "keys are used only through ssh-agent)",
-            f"put your public key in the user's ~/.ssh/authorized_keys on the host (ssh-copy-id "
-            f"{shlex.quote(destination)}), load an encrypted key into ssh-agent, or set IdentityFile/User",
+            fix_for(Cause.AUTH_FAILED, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
+            Cause.AUTH_FAILED,
         )
     if isinstance(exc, socket.gaierror):
         return Judgement(
             Verdict.UNREACHABLE,
             f"the name {address!r} did not resolve ({exc.strerror or exc})",
-            "check the host's name or address, or its HostName in ssh_config",
+            fix_for(Cause.NAME_UNRESOLVED),
+            Cause.NAME_UNRESOLVED,
         )
     if name == "ChannelOpenError":
         return Judgement(
@@ -175,13 +190,15 @@ def judge_connect_error(
         return Judgement(
             Verdict.UNREACHABLE,
             f"{at} refused the connection: nothing listens on that port",
-            "check that sshd runs on the host and the port is right",
+            fix_for(Cause.CONNECT_REFUSED),
+            Cause.CONNECT_REFUSED,
         )
     if isinstance(exc, TimeoutError) or name in {"TimeoutError", "CancelledError"}:
         return Judgement(
             Verdict.UNREACHABLE,
             f"{at} did not answer (connect and login within {connect_timeout_s:g} s)",
-            "check that the host is up and reachable (firewall, VPN), or raise the connect timeout",
+            fix_for(Cause.CONNECT_TIMEOUT),
+            Cause.CONNECT_TIMEOUT,
         )
     if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
         return Judgement(
@@ -195,13 +212,21 @@ def judge_connect_error(
             Verdict.UNREACHABLE,
             f"the connection to {at} closed before login ({detail}); sshd may be refusing new connections "
             "(MaxStartups, a ban) or the link dropped",
-            "retry with a lower --concurrency; check the host's sshd log",
+            fix_for(Cause.CONNECT_FAILED),
+            Cause.CONNECT_FAILED,
         )
     return Judgement(
         Verdict.UNREACHABLE,
         f"connecting to {at} failed: {name}: {exc}",
-        "retry; if it recurs, check the host's sshd log for why it ended the connection",
+        fix_for(Cause.CONNECT_FAILED),
+        Cause.CONNECT_FAILED,
     )
+
+
+def _bare(destination: str) -> str:
+    """``user@host`` of a destination that may end in ``:port`` (the port goes to ``-p``)."""
+    head, colon, tail = destination.rpartition(":")
+    return head if colon and tail.isdigit() and "]" not in tail else destination
 
 
 def _asyncssh() -> Any:
@@ -338,7 +363,9 @@ def _supported_ciphers() -> list[str]:
 
 
 def _finish(host: Host, judgement: Judgement, report: ProbeReport | None, started: float) -> HostProbe:
-    return HostProbe(host, judgement.verdict, judgement.message, judgement.fix, report, time.monotonic() - started)
+    return HostProbe(
+        host, judgement.verdict, judgement.message, judgement.fix, report, time.monotonic() - started, judgement.why
+    )
 
 
 async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSettings = ProbeSettings()) -> HostProbe:
@@ -388,7 +415,8 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
                 Judgement(
                     Verdict.UNREACHABLE,
                     f"ssh could not resolve {destination!r} from its config: {_mask(str(exc))}",
-                    "fix the ssh config (ssh -G shows what ssh reads)",
+                    fix_for(Cause.SSH_CONFIG_INVALID),
+                    Cause.SSH_CONFIG_INVALID,
                 ),
                 None,
                 started,
@@ -423,7 +451,8 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
                 Judgement(
                     Verdict.PROBE_FAILED,
                     f"logged in, but the probe's channel failed: {type(exc).__name__}: {_mask(str(exc))}",
-                    "retry; if it recurs, check the host's sshd log (MaxSessions, a ForceCommand)",
+                    fix_for(Cause.PROBE_INCOMPLETE),
+                    Cause.PROBE_INCOMPLETE,
                 ),
                 None,
                 started,
@@ -439,6 +468,7 @@ async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSett
                 judgement.verdict,
                 f"the probe did not finish within {settings.command_timeout_s:g} s; {judgement.message}",
                 judgement.fix,
+                judgement.cause,
             )
         return _finish(host, judgement, None, started)
     capacity = host.capacity if settings.slot_prefix else None

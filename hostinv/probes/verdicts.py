@@ -20,11 +20,11 @@ does not reveal the next only on the following run.
 from __future__ import annotations
 
 import enum
-import shlex
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
+from ..causes import Cause, fix_for
 from .parse import ReportCutShortError
 
 if TYPE_CHECKING:
@@ -94,6 +94,24 @@ MEANING: Final[Mapping[Verdict, str]] = MappingProxyType(
     }
 )
 
+VERDICT_CAUSE: Final[Mapping[Verdict, Cause]] = MappingProxyType(
+    {
+        Verdict.UNREACHABLE: Cause.CONNECT_FAILED,
+        Verdict.AUTH_FAILED: Cause.AUTH_FAILED,
+        Verdict.HOST_KEY_UNKNOWN: Cause.HOST_KEY_UNKNOWN,
+        Verdict.HOST_KEY_CHANGED: Cause.HOST_KEY_CHANGED,
+        Verdict.AGENT_NOT_FOUND: Cause.AGENT_NOT_FOUND,
+        Verdict.WORKSPACE_INVALID: Cause.WORKSPACE_INVALID,
+        Verdict.AGENT_FAILED: Cause.AGENT_EXITED,
+        Verdict.HANDSHAKE_TIMEOUT: Cause.NO_ANSWER,
+        Verdict.INCOMPATIBLE_PROTOCOL: Cause.PROTOCOL_INCOMPATIBLE,
+        Verdict.CREDENTIAL_UNVERIFIED: Cause.CREDENTIAL_REFUSED,
+        Verdict.PROBE_FAILED: Cause.LOGIN_REFUSED,
+        Verdict.AT_CAPACITY: Cause.AT_CAPACITY,
+    }
+)
+"""The commonest cause of each verdict, for a judgement that names none."""
+
 CONNECTION_VERDICTS: Final = frozenset(
     {Verdict.UNREACHABLE, Verdict.AUTH_FAILED, Verdict.HOST_KEY_UNKNOWN, Verdict.HOST_KEY_CHANGED}
 )
@@ -129,10 +147,17 @@ class Judgement:
     verdict: Verdict
     message: str
     fix: str | None = None
+    cause: Cause | None = None
+    """Why, in :mod:`hostinv.causes`' vocabulary; ``None`` for ``ready`` (see :attr:`why`)."""
 
     @property
     def ready(self) -> bool:
         return self.verdict is Verdict.READY
+
+    @property
+    def why(self) -> Cause | None:
+        """:attr:`cause`, else the verdict's commonest cause (``None`` for ``ready``)."""
+        return self.cause if self.cause is not None else VERDICT_CAUSE.get(self.verdict)
 
 
 def _workspace_problem(report: ProbeReport, workspace: str) -> Judgement | None:
@@ -141,7 +166,7 @@ def _workspace_problem(report: ProbeReport, workspace: str) -> Judgement | None:
         return Judgement(
             Verdict.WORKSPACE_INVALID,
             f"the workspace {shown} does not exist on the host",
-            f"create it (mkdir -p -- {shlex.quote(workspace)}), or pass the workspace that exists there",
+            fix_for(Cause.WORKSPACE_INVALID, workspace=workspace),
         )
     if report.workspace == "not_dir":
         return Judgement(
@@ -184,7 +209,7 @@ def _agent_problem(report: ProbeReport, agent: str) -> Judgement | None:
         return Judgement(
             Verdict.AGENT_NOT_FOUND,
             f"{agent!r} is not on the PATH a session gets ({report.path or 'PATH unset'}){hint}",
-            "install the agent on the host, or give its full path",
+            fix_for(Cause.AGENT_NOT_FOUND),
         )
     if report.agent_found and report.agent_exit in (126, 127):
         said = f": {report.agent_version}" if report.agent_version else ""
@@ -213,20 +238,22 @@ def judge_report(report: ProbeReport, agent: str, workspace: str = "", *, capaci
         if len(problems) == 1:
             return first
         others = "; ".join(f"{p.verdict}: {p.message}" for p in problems[1:])
-        return Judgement(first.verdict, f"{first.message} (also {others})", first.fix)
+        return Judgement(first.verdict, f"{first.message} (also {others})", first.fix, first.cause)
     if capacity is not None and report.slots_unusable:
         return Judgement(
             Verdict.AT_CAPACITY,
             f"its agent slots directory {report.slot_dir or ''} is a link, not a directory, or another user's: "
             "no session can take a slot",
-            f"remove {report.slot_dir or 'the slots directory'} on the host (its owner or root can)",
+            fix_for(Cause.SLOTS_UNUSABLE, slot_dir=report.slot_dir),
+            Cause.SLOTS_UNUSABLE,
         )
     held = report.slots_held
     if capacity is not None and held is not None and held >= capacity:
         return Judgement(
             Verdict.AT_CAPACITY,
             f"{held} agent{'s' if held != 1 else ''} already run there, its capacity is {capacity}",
-            "wait for a session there to end, pick another host, or raise the host's capacity in the inventory",
+            fix_for(Cause.AT_CAPACITY),
+            Cause.AT_CAPACITY,
         )
     version = report.agent_version if report.agent_exit == 0 else None
     if report.agent_timed_out:
@@ -250,10 +277,11 @@ def judge_probe_error(error: ProbeReportError, stderr_tail: str = "") -> Judgeme
     detail = f"; it said: {said[-200:]}" if said else ""
     if isinstance(error, ReportCutShortError):
         return Judgement(
-            Verdict.PROBE_FAILED, f"{error}{detail}", "retry; if it recurs, raise the probe's command timeout"
+            Verdict.PROBE_FAILED, f"{error}{detail}", fix_for(Cause.PROBE_INCOMPLETE), Cause.PROBE_INCOMPLETE
         )
     return Judgement(
         Verdict.PROBE_FAILED,
         f"{error}{detail}",
-        "check that the login runs commands (no ForceCommand, no nologin shell, no dotfile that reads stdin)",
+        fix_for(Cause.LOGIN_REFUSED),
+        Cause.LOGIN_REFUSED,
     )

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hostinv.causes import Cause
 from hostinv.keep import write_whole
 from hostinv.probes import ProbeReport, Verdict
 
@@ -55,6 +56,7 @@ class CachedProbe:
     report: ProbeReport | None
     latency_s: float
     age_s: float
+    cause: Cause | None = None
 
 
 class ProbeCache:
@@ -81,8 +83,16 @@ class ProbeCache:
                 return None
             raw = data["report"]
             report = None if raw is None else ProbeReport(**{k: _thaw(k, v) for k, v in raw.items()})
+            cause = data.get("cause")
             return CachedProbe(
-                host, Verdict(data["verdict"]), str(data["message"]), data["fix"], report, float(data["latency_s"]), age
+                host,
+                Verdict(data["verdict"]),
+                str(data["message"]),
+                data["fix"],
+                report,
+                float(data["latency_s"]),
+                age,
+                None if cause is None else Cause(cause),
             )
         except (OSError, ValueError, TypeError, KeyError):
             return None
@@ -104,6 +114,7 @@ class ProbeCache:
             "message": probe.message,
             "fix": probe.fix,
             "latency_s": probe.latency_s,
+            "cause": probe.cause.value if probe.cause is not None else None,
             "report": report,
         }
         path = self._path(probe.host, agent, workspace)

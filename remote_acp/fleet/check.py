@@ -27,14 +27,14 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import shlex
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
+from hostinv.causes import CAUSES, fix_for
 from hostinv.probes import Judgement, Verdict
 
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, RemoteAcpError
 from .report import HandshakeFacts, HostCheck
 
 if TYPE_CHECKING:
@@ -53,87 +53,33 @@ if TYPE_CHECKING:
 
 __all__ = ["check_host", "check_hosts", "handshake_judgement", "host_config_text", "host_target"]
 
-# ssh's own words (it runs at LogLevel VERBOSE); the same tests remote_acp.targets.ssh_errors reads.
-_KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
-_KEYGEN_LINE: Final = re.compile(r"ssh-keygen -f (.+?) -R (\S+)")
-# How remote_acp.targets.ssh_errors words an ssh that never logged in for want of a connection
-# (refused, timed out, unresolved, a key exchange that stalled) or of a configuration ssh accepts.
-_NOT_CONNECTED: Final = ("ssh connection failed", "the ssh connection setup to", "ssh refused its configuration")
 _KEYWORD: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
-_FIX: Final = {
-    Verdict.UNREACHABLE: "check that the host is up and its sshd listens on that address and port, then retry",
-    Verdict.AUTH_FAILED: "put your public key in the account's authorized_keys, or set the user and "
-    "identity_file of the host in the inventory (a key with a passphrase needs ssh-agent)",
-    Verdict.HOST_KEY_UNKNOWN: "add the host's key to known_hosts (ssh-keyscan, checked against the host), "
-    "or use the accept-new host key policy",
-    Verdict.HOST_KEY_CHANGED: "once you know why the key changed, remove the old one: ssh-keygen -R HOST",
-    Verdict.AGENT_NOT_FOUND: "install the agent on the host, or give its full path",
-    Verdict.WORKSPACE_INVALID: "create the workspace on the host, or pass one that exists there",
-    Verdict.AGENT_FAILED: "run the agent on the host by hand to see why it stops",
-    Verdict.HANDSHAKE_TIMEOUT: "raise --handshake-timeout-ms if the agent starts slowly, or run it on the host "
-    "by hand to see where it waits",
-    Verdict.INCOMPATIBLE_PROTOCOL: "install a version of the agent that speaks ACP protocol version 1 "
-    "(or check that the command starts it in ACP mode)",
-    Verdict.CREDENTIAL_UNVERIFIED: "log the agent in on that host, or carry its key (--ssh-pass-env)",
-    Verdict.AT_CAPACITY: "wait for a session there to end, pick another host, or raise the host's capacity "
-    "in the inventory",
-    Verdict.PROBE_FAILED: "make the login run the command it is given (no ForceCommand, no nologin shell, "
-    "no dotfile that reads standard input)",
-}
+# Causes whose error detail (the masked stderr tail, the agent's status) is part of the verdict's
+# message; for the others the message says all and the tail is noise.
+_WITH_DETAIL: Final = frozenset(
+    {
+        Cause.CREDENTIAL_REFUSED,
+        Cause.NO_ANSWER,
+        Cause.AGENT_EXITED,
+        Cause.AGENT_KILLED,
+        Cause.AGENT_LOST,
+        Cause.AGENT_ERROR,
+        Cause.SPAWN_FAILED,
+        Cause.LOGIN_REFUSED,
+        Cause.LOGIN_READS_STDIN,
+    }
+)
 
 
 def handshake_judgement(error: RemoteAcpError) -> Judgement:
     """The verdict for a session start that ended with ``error``, its message, and the fix.
 
-    ssh failures before the login are told apart by ssh's own words in the error's detail (the
-    masked stderr tail), as :mod:`remote_acp.targets.ssh_errors` tells them apart.
+    The verdict is the cause's (:data:`hostinv.causes.CAUSES`), the fix the cause's filled with
+    the error's facts: one table each, and no message's words read.
     """
-    from ..targets.ssh_errors import authenticated
-
-    text, detail = str(error), error.detail
-    kind = error.kind
-    if kind is ErrorKind.CREDENTIAL_UNVERIFIED:
-        return _judged(Verdict.CREDENTIAL_UNVERIFIED, text)
-    if kind is ErrorKind.INVALID_WORKSPACE_CWD:
-        return _judged(Verdict.WORKSPACE_INVALID, error.message)
-    if kind is ErrorKind.AGENT_NOT_FOUND:
-        return _judged(Verdict.AGENT_NOT_FOUND, error.message)
-    if kind is ErrorKind.RESPONSE_TIMEOUT:
-        return _judged(Verdict.HANDSHAKE_TIMEOUT, text)
-    if kind is ErrorKind.RESPONSE_ERROR:
-        if "protocol version" in error.message or "did not decode" in error.message:
-            return _judged(Verdict.INCOMPATIBLE_PROTOCOL, error.message)
-        return _judged(Verdict.AGENT_FAILED, f"the agent answered the handshake with an error: {text}")
-    if kind is ErrorKind.PORT_EXIT and not authenticated(detail):
-        if any(mark in detail for mark in _KEY_CHANGED):
-            line = _KEYGEN_LINE.search(detail)
-            # ssh quotes its words for the eye ("..."); ours are quoted for a shell to run.
-            fix = (
-                f"ssh-keygen -f {shlex.quote(_unquoted(line[1]))} -R {shlex.quote(_unquoted(line[2]))}"
-                if line
-                else None
-            )
-            return _judged(Verdict.HOST_KEY_CHANGED, error.message, fix)
-        if "Host key verification failed" in detail:
-            return _judged(Verdict.HOST_KEY_UNKNOWN, error.message)
-        if "Permission denied" in detail:
-            return _judged(Verdict.AUTH_FAILED, error.message)
-        if error.message.startswith(_NOT_CONNECTED):
-            return _judged(Verdict.UNREACHABLE, text)
-    if kind is ErrorKind.PORT_EXIT and " is at capacity: " in error.message:
-        return _judged(Verdict.AT_CAPACITY, error.message)
-    if kind is ErrorKind.PORT_EXIT and "before the session's command started" in error.message:
-        return _judged(Verdict.PROBE_FAILED, text)
-    # The agent (or the login around it) ended early: its status and masked stderr tail are in text.
-    return _judged(Verdict.AGENT_FAILED, text)
-
-
-def _unquoted(word: str) -> str:
-    return word[1:-1] if len(word) > 1 and word[0] == word[-1] and word[0] in "\"'" else word
-
-
-def _judged(verdict: Verdict, message: str, fix: str | None = None) -> Judgement:
-    return Judgement(verdict, message, fix if fix is not None else _FIX.get(verdict))
+    verdict = CAUSES[error.cause].verdict
+    message = str(error) if error.cause in _WITH_DETAIL else error.message
+    return Judgement(Verdict(verdict) if verdict else Verdict.AGENT_FAILED, message, error.fix or None, error.cause)
 
 
 def host_config_text(host: Host, config_file: str | None, *, home: str) -> str | None:
@@ -254,7 +200,9 @@ async def _check_host(
     report = probe.report if probe is not None else None
     base = HostCheck(host, Verdict.READY, "", latency_s=probe.latency_s if probe else 0.0, report=report)
     if probe is not None and (probe.verdict is not Verdict.READY or not handshake):
-        return replace(base, verdict=probe.verdict, message=probe.message, fix=probe.fix), None
+        return replace(
+            base, verdict=probe.verdict, message=probe.message, fix=probe.fix, cause=probe.cause
+        ), None
     if not handshake:
         raise ValueError("a check needs a probe, a handshake, or both")
     from ..session.verification import verify_credentials  # here: a probe-only check needs no session core
@@ -268,21 +216,29 @@ async def _check_host(
         verdict = await verify_credentials(workspace, options, target)
     except ValueError as exc:  # the inventory's ssh options: ssh was never run
         return replace(
-            base, verdict=Verdict.UNREACHABLE, message=str(exc), fix="correct the host in the inventory"
+            base,
+            verdict=Verdict.UNREACHABLE,
+            message=str(exc),
+            fix=fix_for(Cause.SSH_CONFIG_INVALID),
+            cause=Cause.SSH_CONFIG_INVALID,
         ), None
     except RemoteAcpError as exc:
         found = preflight.result if preflight is not None else None
         kind: str | None = None
-        retryable: bool | None = None
         if found is not None and not found.ready:  # the probe refused the go-ahead: nothing started
-            judged = Judgement(found.verdict, found.message, found.fix)
+            judged = Judgement(found.verdict, found.message, found.fix, found.cause)
         else:
             judged = handshake_judgement(exc)
-            kind, retryable = exc.kind.value, exc.retryable
+            kind = exc.kind.value
             if preflight is not None and found is None and judged.verdict is Verdict.HANDSHAKE_TIMEOUT:
                 # Logged in (or hung in the login) and never got the probe's report out: the
                 # agent was never started, so this is not the handshake's time.
-                judged = _judged(Verdict.PROBE_FAILED, f"the probe did not finish: {exc}")
+                judged = Judgement(
+                    Verdict.PROBE_FAILED,
+                    f"the probe did not finish: {exc}",
+                    fix_for(Cause.PROBE_INCOMPLETE),
+                    Cause.PROBE_INCOMPLETE,
+                )
         return (
             replace(
                 base,
@@ -292,7 +248,7 @@ async def _check_host(
                 latency_s=base.latency_s + time.monotonic() - started,
                 report=found.report if found is not None else base.report,
                 error_kind=kind,
-                retryable=retryable,
+                cause=judged.why,
             ),
             found,
         )

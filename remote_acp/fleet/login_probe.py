@@ -88,9 +88,17 @@ class LoginProbe:
             capacity = self.host.capacity if self.slot_prefix else None
             judgement = judge_report(report, self.agent, self.workspace, capacity=capacity)
         self.result = HostProbe(
-            self.host, judgement.verdict, judgement.message, judgement.fix, report, time.monotonic() - self.started
+            self.host,
+            judgement.verdict,
+            judgement.message,
+            judgement.fix,
+            report,
+            time.monotonic() - self.started,
+            judgement.why,
         )
         if judgement.ready:
             return None
         kind = _REFUSAL_KIND.get(judgement.verdict, ErrorKind.PORT_EXIT)
-        return RemoteAcpError(kind, f"the host's probe found it not ready: {judgement.message}", retryable=False)
+        return RemoteAcpError(
+            kind, f"the host's probe found it not ready: {judgement.message}", cause=judgement.why
+        )

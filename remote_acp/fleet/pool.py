@@ -25,9 +25,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from hostinv.causes import CAUSES
 from hostinv.probes import ProbeSettings, Verdict
 
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorFacts, ErrorKind, PlacementAttempt, RemoteAcpError
 from ..logs import get_logger
 from ..session.core import open_session
 from ..targets.ssh import SshSettings
@@ -50,9 +51,14 @@ __all__ = ["Attempt", "HostPool", "Placement", "rank_hosts"]
 log = get_logger("remote_acp.fleet.pool")
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
-# Verdicts that may change on their own soon: a pool that found no ready host for one of these
-# says a retry can help.
-_PASSING: Final = frozenset({Verdict.AT_CAPACITY, Verdict.UNREACHABLE, Verdict.PROBE_FAILED})
+# The session error kind a probe's verdict stands for, when the probe already refused the host.
+_VERDICT_KIND: Final = {
+    Verdict.AGENT_NOT_FOUND: ErrorKind.AGENT_NOT_FOUND,
+    Verdict.WORKSPACE_INVALID: ErrorKind.INVALID_WORKSPACE_CWD,
+    Verdict.CREDENTIAL_UNVERIFIED: ErrorKind.CREDENTIAL_UNVERIFIED,
+    Verdict.HANDSHAKE_TIMEOUT: ErrorKind.RESPONSE_TIMEOUT,
+    Verdict.INCOMPATIBLE_PROTOCOL: ErrorKind.RESPONSE_ERROR,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +191,9 @@ class HostPool:
                     target = host_target(host, self.settings, take_slot=True)
                     session = await stack.enter_async_context(open_session(workspace, options, target, resume=resume))
                 except ValueError as exc:  # the host's ssh options in the inventory: ssh never ran
-                    failed.append(Attempt(host, RemoteAcpError(ErrorKind.PORT_EXIT, str(exc), retryable=False)))
+                    failed.append(
+                        Attempt(host, RemoteAcpError(ErrorKind.PORT_EXIT, str(exc), cause=Cause.SSH_CONFIG_INVALID))
+                    )
                     continue
                 except RemoteAcpError as exc:
                     if not exc.retryable:
@@ -204,21 +212,59 @@ class HostPool:
 
     def _none_ready(self, program: str, workspace: str) -> RemoteAcpError:
         results = self._probed[(program, workspace)].results
-        said = "; ".join(f"{r.host.name}: {r.verdict} ({r.message})" for r in results)
-        return RemoteAcpError(
-            ErrorKind.PORT_EXIT,
-            f"no host of the {len(results)} in the pool is ready: {said}",
-            retryable=any(r.verdict in _PASSING for r in results),
+        return placement_error(
+            [
+                PlacementAttempt(
+                    r.host.name,
+                    r.host.destination,
+                    _VERDICT_KIND.get(r.verdict, ErrorKind.PORT_EXIT),
+                    r.cause or Cause.CONNECT_FAILED,
+                    CAUSES[r.cause or Cause.CONNECT_FAILED].retryable,
+                    f"{r.verdict} ({r.message})",
+                )
+                for r in results
+            ],
+            f"no host of the {len(results)} in the pool is ready",
         )
 
 
-def _all_failed(failed: list[Attempt]) -> RemoteAcpError:
-    said = "; ".join(f"{a.host.name}: {a.error}" for a in failed)
-    return RemoteAcpError(
-        ErrorKind.PORT_EXIT,
-        f"the session could not start on any of the {len(failed)} hosts tried: {said}",
-        retryable=all(a.error.retryable for a in failed),
+def _attempt(attempt: Attempt) -> PlacementAttempt:
+    error = attempt.error
+    return PlacementAttempt(
+        attempt.host.name, attempt.host.destination, error.kind, error.cause, error.retryable, str(error)
     )
+
+
+def _all_failed(failed: list[Attempt]) -> RemoteAcpError:
+    return placement_error(
+        [_attempt(a) for a in failed], f"the session could not start on any of the {len(failed)} hosts tried"
+    )
+
+
+def placement_error(attempts: Sequence[PlacementAttempt], headline: str) -> RemoteAcpError:
+    """The error of a placement that found no host for its session, from every host's attempt.
+
+    When every host failed for one cause, the placement ends as each host did: that kind and
+    cause (a workspace missing everywhere is ``invalid_workspace_cwd``, exit 3, as without a
+    pool). Else it is ``port_exit`` with the cause ``no_host_available``, retryable when a retry
+    can help on at least one host (one at capacity, one down). The attempts are its facts.
+    """
+    said = "; ".join(f"{a.host}: [{a.cause}] {a.message}" for a in attempts)
+    causes = {a.cause for a in attempts}
+    if len(causes) == 1:
+        first = attempts[0]
+        kind, cause = first.kind, first.cause
+    else:
+        kind = ErrorKind.PORT_EXIT
+        retry = any(a.retryable for a in attempts)
+        cause = Cause.NO_HOST_AVAILABLE if retry else _first_permanent(attempts)
+    return RemoteAcpError(kind, f"{headline}: {said}", cause=cause, facts=ErrorFacts(attempts=tuple(attempts)))
+
+
+def _first_permanent(attempts: Sequence[PlacementAttempt]) -> Cause:
+    # No host can take the session without a change: name the first host's reason as the cause
+    # (every one is in the facts), so the error stays not retryable.
+    return attempts[0].cause
 
 
 def _program(command: str | Sequence[str]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from hostinv.causes import CAUSES, Cause
 from hostinv.probes import CONNECTION_VERDICTS, Verdict
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class ProbeResult(Protocol):
     def report(self) -> ProbeReport | None: ...
     @property
     def latency_s(self) -> float: ...
+    @property
+    def cause(self) -> Cause | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +87,14 @@ class HostCheck:
     report: ProbeReport | None = None
     handshake: HandshakeFacts | None = None
     error_kind: str | None = None
-    retryable: bool | None = None
+    cause: Cause | None = None
     probe_age_s: float | None = None
+
+    @property
+    def retryable(self) -> bool | None:
+        """Whether checking again later can change the verdict with nothing else changed (the
+        cause's, :data:`hostinv.causes.CAUSES`); ``None`` when ready."""
+        return None if self.cause is None else CAUSES[self.cause].retryable
 
     @property
     def ready(self) -> bool:
@@ -113,6 +122,7 @@ class HostCheck:
             "message": self.message,
             "fix": self.fix,
             "error_kind": self.error_kind,
+            "cause": self.cause.value if self.cause is not None else None,
             "retryable": self.retryable,
             "latency_ms": round(self.latency_s * 1000),
             "probe_age_s": None if self.probe_age_s is None else round(self.probe_age_s, 1),

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .. import masking
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..events import Event, Notification, SessionStarted, TokenLowerBound, TokenUsage, TurnEnded, utc_now
 from ..logs import ContextLogger, get_logger
 from ..mcp import plan_delivery
@@ -364,20 +364,20 @@ class Session:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def _not_started(self, kind: ErrorKind, message: str, *, retryable: bool | None = None) -> tuple[TurnResult, Event]:
-        error = RemoteAcpError(kind, message, retryable=retryable)
+    def _not_started(self, kind: ErrorKind, message: str, *, cause: Cause | None = None) -> tuple[TurnResult, Event]:
+        error = RemoteAcpError(kind, message, cause=cause)
         return not_started(self.session_id, self.pid, error)
 
     async def _accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]:
         """Start a turn: its machine once the prompt is on its way, else why it never started."""
         conn = self._conn
         if conn is None or self._info is None:
-            return self._not_started(ErrorKind.RESPONSE_ERROR, "the session has not started", retryable=False)
+            return self._not_started(ErrorKind.RESPONSE_ERROR, "the session has not started", cause=Cause.MISUSE)
         if self._tearing_down:
-            return self._not_started(ErrorKind.RESPONSE_ERROR, "the session is closed", retryable=False)
+            return self._not_started(ErrorKind.RESPONSE_ERROR, "the session is closed", cause=Cause.MISUSE)
         if self._inbox.turn is not None:
             return self._not_started(
-                ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session", retryable=False
+                ErrorKind.RESPONSE_ERROR, "a turn is already in flight for this session", cause=Cause.MISUSE
             )
         if conn.lost.is_set() or conn.write_failed:
             message = conn.loss_message if conn.output_abandoned else _ENDED_BEFORE_TURN

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from .._version import __version__
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..masking import Masker
 from ..protocol.wire import (
     PROTOCOL_VERSION,
@@ -74,7 +74,9 @@ class Handshake:
                 await call.done.wait()
         if call.unreadable is not None:
             raise RemoteAcpError(
-                ErrorKind.RESPONSE_ERROR, f"the agent's answer to {method} could not be read: {call.unreadable}"
+                ErrorKind.RESPONSE_ERROR,
+                f"the agent's answer to {method} could not be read: {call.unreadable}",
+                cause=Cause.PROTOCOL_VIOLATION,
             )
         if call.ticket.failed or (call.done.is_set() and call.response is None):
             self._conn.abandon(call)
@@ -110,12 +112,14 @@ class Handshake:
         try:
             init = parse_initialize(raw)
         except WireError:
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode") from None
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR, "initialize response did not decode", cause=Cause.PROTOCOL_VIOLATION
+            ) from None
         if init.protocol_version != PROTOCOL_VERSION:
             raise RemoteAcpError(
                 ErrorKind.RESPONSE_ERROR,
                 f"agent reported protocol version {init.protocol_version}, want {PROTOCOL_VERSION}",
-                retryable=False,  # the same runtime answers the same version next time
+                cause=Cause.PROTOCOL_INCOMPATIBLE,  # the same runtime answers the same version next time
             )
         return init
 
@@ -125,7 +129,9 @@ class Handshake:
         try:
             return parse_new_session(raw)
         except WireError as exc:
-            raise RemoteAcpError(ErrorKind.RESPONSE_ERROR, f"session/new response did not decode: {exc}") from None
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR, f"session/new response did not decode: {exc}", cause=Cause.PROTOCOL_VIOLATION
+            ) from None
 
     async def _wait_ready(self, bound_ms: int) -> None:
         """Wait for the launched side to say it is ready for the protocol (a remote login done).
@@ -152,7 +158,7 @@ class Handshake:
             "login script (.bashrc, .profile, config.fish...) that reads standard input or starts "
             "another shell",
             detail=f"it printed: {printed}" if printed else "it printed nothing",
-            retryable=False,
+            cause=Cause.LOGIN_READS_STDIN,
         )
 
     async def lost_error(self) -> RemoteAcpError:

@@ -14,7 +14,7 @@ import errno
 import resource
 from typing import Final
 
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorKind, RemoteAcpError
 
 __all__ = ["DESCRIPTOR_ERRNOS", "out_of_descriptors", "raise_open_file_limit"]
 
@@ -45,5 +45,5 @@ def out_of_descriptors(exc: OSError) -> RemoteAcpError:
         ErrorKind.PORT_EXIT,
         f"{where} ran out of file descriptors starting the agent (open-file limit {soft}, hard limit {hard}): "
         "close sessions, or raise the limit (ulimit -n, or remote_acp.raise_open_file_limit())",
-        retryable=False,
+        cause=Cause.OUT_OF_DESCRIPTORS,
     )

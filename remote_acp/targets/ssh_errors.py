@@ -6,22 +6,22 @@ which prints its reasons (``Timeout, server ... not responding`` needs ``INFO``)
 server accepted the login, ``Authenticated to HOST ... using "publickey".``: that line splits a
 failed connection (before it) from a login that did not run the session's command (after it).
 
-Permanent problems are not retryable (a retry meets the same refusal): a changed or unknown host
-key under a strict policy, refused authentication, an ssh_config ssh refuses, a ``RemoteCommand``
-conflict, a login shell that runs no command (``/bin/false``, ``nologin``), a restricted shell,
-a ``ForceCommand`` that is not ours, a login script that reads the session script off stdin, and
-an agent or a supervisor tool missing on the host (``agent_not_found``, as for a local launch).
-A refused or timed-out connection, a name that does not resolve and a lost connection stay
-``port_exit`` and retryable. Every message quotes ssh's own reason, or leaves it to the detail:
-the masked standard-error tail.
+Each failure gets its :class:`~hostinv.causes.Cause` here, where it is recognised, with its facts
+(destination, exit status, signal, ssh's reason line); whether a retry helps, the host verdict and
+the fix follow from the cause (:data:`hostinv.causes.CAUSES`), so nothing downstream reads these
+messages. The kinds stay the seeds': an ssh that exits 255 or 127 is ``port_exit`` (127 with the
+cause ``agent_not_found``, not retryable), a missing workspace ``invalid_workspace_cwd``. Every
+message quotes ssh's own reason, or leaves it to the detail: the masked standard-error tail.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import ErrorKind, RemoteAcpError
+from hostinv.causes import ssh_words
+
+from ..errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError, bounded_fact
 from .ssh_script import (
     AT_CAPACITY_MARK,
     EXIT_AT_CAPACITY,
@@ -49,10 +49,12 @@ AUTHENTICATED: Final = "Authenticated to "
 _CHATTER: Final = re.compile(
     r"^(Authenticated to |Transferred: sent |Bytes per second: |Warning: Permanently added |@|  remove with:)"
 )
-_LOGIN_REFUSED_HINT: Final = (
-    "the account's login shell runs no command (/bin/false, nologin) or sshd_config forces another "
-    "command (ForceCommand); the session needs a login shell that runs the command it is given"
-)
+# ssh's own words for its failures before login (it runs at LogLevel VERBOSE). Only this module
+# reads them; what it decides is a cause.
+_KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
+_KEYGEN_LINE: Final = re.compile(r"ssh-keygen -f (.+?) -R (\S+)")
+_UNRESOLVED: Final = ("Could not resolve hostname", "Name or service not known", "nodename nor servname")
+_TIMED_OUT: Final = ("Connection timed out", "Operation timed out", "not responding")
 
 
 def authenticated(stderr: str) -> bool:
@@ -86,80 +88,89 @@ def ssh_exit_error(
     something other than the session's command.
     """
     code = status.code
+    reason = ssh_reason(stderr)
+    facts = ErrorFacts(
+        destination=label,
+        exit_status=code,
+        signal=status.signal,
+        ssh_reason=bounded_fact(reason) if reason else None,
+        ssh_target=_ssh_target(label),
+    )
+
+    def error(kind: ErrorKind, cause: Cause, message: str, **more: Any) -> RemoteAcpError:
+        from dataclasses import replace
+
+        return RemoteAcpError(kind, message, detail=stderr, cause=cause, facts=replace(facts, **more))
+
     if code == EXIT_NO_WORKSPACE and WORKSPACE_MARK in stderr:
-        return RemoteAcpError(
+        return error(
             ErrorKind.INVALID_WORKSPACE_CWD,
+            Cause.WORKSPACE_INVALID,
             f"the workspace does not exist on {label} or cannot be entered",
-            detail=stderr,
         )
     if code == EXIT_NO_TOOL and TOOL_MARK in stderr:
         tool = _after(stderr, TOOL_MARK)
-        return RemoteAcpError(
+        return error(
             ErrorKind.AGENT_NOT_FOUND,
-            f"{label} lacks {tool}, which the session's supervisor needs: install it there; nothing was started",
-            detail=stderr,
+            Cause.TOOL_MISSING,
+            f"{label} lacks {tool}, which the session's supervisor needs; nothing was started",
+            tool=tool,
         )
     if code == EXIT_AT_CAPACITY and AT_CAPACITY_MARK in stderr:
         slots = _after(stderr, AT_CAPACITY_MARK)
-        # Retryable: a slot frees when a session there ends; a scheduler tries another host.
-        return RemoteAcpError(
+        return error(
             ErrorKind.PORT_EXIT,
+            Cause.AT_CAPACITY,
             f"{label} is at capacity: all {slots} of its agent slots are held by running sessions; nothing was started",
-            detail=stderr,
         )
     if code == EXIT_NO_SLOTS and SLOTS_MARK in stderr:
-        return RemoteAcpError(
+        where = _after(stderr, SLOTS_MARK)
+        return error(
             ErrorKind.PORT_EXIT,
-            f"the agent slots directory {_after(stderr, SLOTS_MARK)} on {label} is not usable: it must be a "
-            "directory the user owns and no link; remove whatever is in its place",
-            detail=stderr,
-            retryable=False,
+            Cause.SLOTS_UNUSABLE,
+            f"the agent slots directory {where} on {label} is not usable: it must be a directory the user "
+            "owns and no link",
+            slot_dir=where,
         )
     if code == EXIT_INCOMPLETE and INCOMPLETE_MARK in stderr:
-        return RemoteAcpError(
+        return error(
             ErrorKind.PORT_EXIT,
+            Cause.LOGIN_READS_STDIN,
             f"the session script sent to {label} on standard input did not arrive whole: a login script "
-            "(.bashrc, .profile, config.fish...) reads standard input; make it read nothing when standard "
-            "input is not a terminal",
-            detail=stderr,
-            retryable=False,
+            "reads standard input",
         )
     if code is not None and SIGNAL_MARK in stderr:
-        return RemoteAcpError(
-            ErrorKind.PORT_EXIT, f"the agent runtime on {label} was killed by a signal", detail=stderr
-        )
+        return error(ErrorKind.PORT_EXIT, Cause.AGENT_KILLED, f"the agent runtime on {label} was killed by a signal")
     logged_in = authenticated(stderr)
-    reason = ssh_reason(stderr)
     if code == SSH_FAILED and not logged_in and not agent_wrote:
-        return _connection_error(label, reason, stderr)
+        return _connection_error(label, reason, stderr, facts)
     if not logged_in:
         return None
+    if code == SSH_FAILED:
+        said = f" ({reason})" if reason else ""
+        return error(ErrorKind.PORT_EXIT, Cause.LINK_LOST, f"the ssh connection to {label} was lost{said}")
     if "restricted" in reason and code == 1:
-        return RemoteAcpError(
+        return error(
             ErrorKind.PORT_EXIT,
-            f"the login shell on {label} is a restricted shell, which refuses the session's command "
-            f"({reason}): give the account an unrestricted shell",
-            detail=stderr,
-            retryable=False,
+            Cause.LOGIN_REFUSED,
+            f"the login shell on {label} is a restricted shell, which refuses the session's command ({reason})",
         )
     if code in (EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE) and (ready is not False):
+        # ssh's 127 is the remote shell's "not found": the seeds' port_exit, with its cause.
         what = "was not found" if code == EXIT_NOT_FOUND else "cannot be run"
-        return RemoteAcpError(
-            ErrorKind.AGENT_NOT_FOUND,
-            f"the agent command {what} on {label}"
-            + (f" ({reason})" if reason else "")
-            + ": install it there, or give its full path (a non-interactive login does not read "
-            "~/.profile, so its PATH may be shorter than an interactive one's)",
-            detail=stderr,
+        return error(
+            ErrorKind.PORT_EXIT,
+            Cause.AGENT_NOT_FOUND,
+            f"the agent command {what} on {label}" + (f" ({reason})" if reason else ""),
         )
     if ready is False or (ready is None and not agent_wrote and code == 1 and not reason):
         said = f" ({reason})" if reason else ""
-        return RemoteAcpError(
+        return error(
             ErrorKind.PORT_EXIT,
-            f"the login on {label} ended with {status.describe()} before the session's command "
-            f"started{said}: {_LOGIN_REFUSED_HINT}",
-            detail=stderr,
-            retryable=False,
+            Cause.LOGIN_REFUSED,
+            f"the login on {label} ended with {status.describe()} before the session's command started{said}: "
+            "the account's login shell runs no command (/bin/false, nologin), or sshd_config forces "
+            "another command (ForceCommand)",
         )
     return None
 
@@ -169,46 +180,58 @@ def _after(stderr: str, mark: str) -> str:
     return stderr.split(mark, 1)[1].split(" | ", 1)[0].strip()
 
 
-def _connection_error(label: str, reason: str, stderr: str) -> RemoteAcpError:
-    """ssh failed before the server accepted the login."""
-    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or "has changed and you have requested" in stderr:
-        fix = re.search(r"ssh-keygen -f (.+?) -R (\S+)", stderr)
-        remove = f"`ssh-keygen -f {fix[1]} -R {fix[2]}`" if fix else "`ssh-keygen -R HOST`"
-        return _permanent(
-            f"the host key of {label} has changed: it may be an attack, or the host was reinstalled; "
-            f"once you know which, remove the old key with {remove} (the next connection accepts "
-            "the new one under the default policy)",
-            stderr,
+def _ssh_target(label: str) -> str:
+    """``label`` (``user@host:port``) as the words of an ``ssh`` command line."""
+    head, colon, port = label.rpartition(":")
+    if colon and port.isdigit() and (head.endswith("]") or ":" not in head):
+        return ssh_words(head.replace("[", "").replace("]", ""), int(port))
+    return ssh_words(label)
+
+
+def _connection_error(label: str, reason: str, stderr: str, facts: ErrorFacts) -> RemoteAcpError:
+    """ssh failed before the server accepted the login: the cause from ssh's own words."""
+    from dataclasses import replace
+
+    def error(cause: Cause, message: str, **more: Any) -> RemoteAcpError:
+        return RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=stderr, cause=cause, facts=replace(facts, **more))
+
+    said = f": {reason}" if reason else ""
+    if any(mark in stderr for mark in _KEY_CHANGED):
+        line = _KEYGEN_LINE.search(stderr)
+        # ssh quotes its words for the eye ("..."); the fix quotes them for a shell.
+        where = {"known_hosts": _unquoted(line[1]), "key_name": _unquoted(line[2])} if line else {}
+        return error(
+            Cause.HOST_KEY_CHANGED,
+            f"the host key of {label} has changed: it may be an attack, or the host was reinstalled",
+            **where,
         )
     if "Host key verification failed" in stderr:
-        return _permanent(
-            f"the host key of {label} is not known, and the host key policy (yes, or ask in the "
-            "ssh_config) refuses an unknown key: add it to known_hosts (ssh-keyscan, checked "
-            "against the host), or use the accept-new policy",
-            stderr,
+        return error(
+            Cause.HOST_KEY_UNKNOWN,
+            f"the host key of {label} is not known, and the host key policy (yes, or ask in the ssh_config) "
+            "refuses an unknown key",
         )
     if "Permission denied" in stderr:
-        return _permanent(
-            f"{label} refused the authentication ({reason}): check the user name and that the key "
-            "(IdentityFile, or one in ssh-agent) is in the account's authorized_keys; ssh runs with "
-            "BatchMode, so a key with a passphrase needs ssh-agent",
-            stderr,
-        )
+        return error(Cause.AUTH_FAILED, f"{label} refused the authentication{said}")
     if "Cannot execute command-line and remote command" in stderr:
-        return _permanent(
-            f"the ssh_config sets a RemoteCommand for {label}, which conflicts with the session's "
-            "command: remove it for this host (this ssh does not know RemoteCommand=none, which "
-            "would override it)",
-            stderr,
+        return error(
+            Cause.SSH_CONFIG_INVALID,
+            f"the ssh_config sets a RemoteCommand for {label}, which conflicts with the session's command "
+            "(this ssh does not know RemoteCommand=none)",
         )
     if "Bad configuration option" in stderr or "Bad owner or permissions" in stderr or "line 0:" in stderr:
-        return _permanent(f"ssh refused its configuration for {label}: {reason}", stderr)
-    # Refused, timed out, unresolved, reset: a retry can succeed. ssh's reason is the detail.
-    return RemoteAcpError(ErrorKind.PORT_EXIT, "ssh connection failed", detail=stderr)
+        return error(Cause.SSH_CONFIG_INVALID, f"ssh refused its configuration for {label}{said}")
+    if any(mark in stderr for mark in _UNRESOLVED):
+        return error(Cause.NAME_UNRESOLVED, f"ssh could not resolve the name of {label}{said}")
+    if "Connection refused" in stderr:
+        return error(Cause.CONNECT_REFUSED, f"{label} refused the ssh connection{said}")
+    if any(mark in stderr for mark in _TIMED_OUT):
+        return error(Cause.CONNECT_TIMEOUT, f"the ssh connection to {label} timed out{said}")
+    return error(Cause.CONNECT_FAILED, f"the ssh connection to {label} failed{said}")
 
 
-def _permanent(message: str, stderr: str) -> RemoteAcpError:
-    return RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=stderr, retryable=False)
+def _unquoted(word: str) -> str:
+    return word[1:-1] if len(word) > 1 and word[0] == word[-1] and word[0] in "\"'" else word
 
 
 def ssh_ready_error(label: str, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError:
@@ -217,11 +240,18 @@ def ssh_ready_error(label: str, bound_ms: int, *, stderr: str, printed: str) -> 
     stdout instead (masked).
 
     Before the server accepted the login, the connection setup did not complete (a server that
-    stalls the key exchange, a network that drops packets): retryable. After it, the login hangs
-    or does not run the session's command: not retryable.
+    stalls the key exchange, a network that drops packets): ``connect_timeout``, retryable. After
+    it, the login hangs or does not run the session's command: ``login_reads_stdin``, not
+    retryable.
     """
     reason = ssh_reason(stderr)
     said = f" ({reason})" if reason else ""
+    facts = ErrorFacts(
+        destination=label,
+        ssh_reason=bounded_fact(reason) if reason else None,
+        ssh_target=_ssh_target(label),
+        bound_ms=bound_ms,
+    )
     if not authenticated(stderr):
         return RemoteAcpError(
             ErrorKind.PORT_EXIT,
@@ -229,6 +259,8 @@ def ssh_ready_error(label: str, bound_ms: int, *, stderr: str, printed: str) -> 
             f"{said}; the server accepted the connection but did not finish the key exchange or the "
             "authentication",
             detail=stderr,
+            cause=Cause.CONNECT_TIMEOUT,
+            facts=facts,
         )
     return RemoteAcpError(
         ErrorKind.RESPONSE_TIMEOUT,
@@ -236,5 +268,6 @@ def ssh_ready_error(label: str, bound_ms: int, *, stderr: str, printed: str) -> 
         "that hangs, a login script (.bashrc, .profile, config.fish...) that reads standard input or "
         "starts another shell, or a ForceCommand in sshd_config that runs something else",
         detail=f"it printed: {printed}" if printed else "it printed nothing",
-        retryable=False,
+        cause=Cause.LOGIN_READS_STDIN,
+        facts=facts,
     )
