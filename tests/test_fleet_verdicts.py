@@ -45,7 +45,7 @@ def test_an_ssh_that_never_logged_in_is_a_connection_verdict(stderr: str, verdic
 
 def test_a_changed_key_names_the_exact_ssh_keygen_line() -> None:
     judged = handshake_judgement(ssh_error(255, CHANGED_KEY))
-    assert judged.fix == "ssh-keygen -f /home/u/.ssh/known_hosts -R '[build]:2222'"
+    assert (judged.fix or "").endswith(": ssh-keygen -f /home/u/.ssh/known_hosts -R '[build]:2222'")
     assert "has changed" in judged.message
 
 
@@ -53,15 +53,17 @@ def test_the_ssh_keygen_line_is_quoted_for_a_shell_whatever_the_path() -> None:
     # ssh quotes for the eye; a path with a space, a quote or a $ must still run as printed.
     odd = "/home/u/my keys/it's $HOME"
     judged = handshake_judgement(ssh_error(255, CHANGED_KEY.replace("/home/u/.ssh/known_hosts", odd)))
-    assert judged.fix == f"ssh-keygen -f {shlex.quote(odd)} -R '[build]:2222'"
-    assert shlex.split(judged.fix or "") == ["ssh-keygen", "-f", odd, "-R", "[build]:2222"]
+    command = (judged.fix or "").rsplit(": ", 1)[1]
+    assert command == f"ssh-keygen -f {shlex.quote(odd)} -R '[build]:2222'"
+    assert shlex.split(command) == ["ssh-keygen", "-f", odd, "-R", "[build]:2222"]
 
 
-def test_a_key_exchange_that_stalls_is_unreachable_and_a_hanging_login_a_handshake_timeout() -> None:
+def test_a_key_exchange_that_stalls_is_unreachable_and_a_hanging_login_is_probe_failed() -> None:
     stalled = ssh_ready_error("build", 15_000, stderr="Connection established.", printed="")
-    assert handshake_judgement(stalled).verdict is Verdict.UNREACHABLE
+    assert (stalled.cause, handshake_judgement(stalled).verdict) == (Cause.CONNECT_TIMEOUT, Verdict.UNREACHABLE)
+    # Logged in, but the session's command never started: the login, not the agent, is at fault.
     hanging = ssh_ready_error("build", 15_000, stderr=LOGIN, printed="welcome")
-    assert handshake_judgement(hanging).verdict is Verdict.HANDSHAKE_TIMEOUT
+    assert (hanging.cause, handshake_judgement(hanging).verdict) == (Cause.LOGIN_READS_STDIN, Verdict.PROBE_FAILED)
 
 
 def test_a_login_that_runs_something_else_is_probe_failed() -> None:
@@ -76,6 +78,7 @@ def test_an_agent_that_exits_early_is_agent_failed_with_its_status_and_stderr() 
         ErrorKind.PORT_EXIT,
         "the agent runtime exited before responding: exit status 3",
         detail=f"{LOGIN} | boom: no config",
+        cause=Cause.AGENT_EXITED,
     )
     judged = handshake_judgement(error)
     assert judged.verdict is Verdict.AGENT_FAILED
@@ -107,7 +110,12 @@ def test_a_noisy_agent_whose_login_line_left_the_tail_is_still_agent_failed() ->
             ),
             Verdict.INCOMPATIBLE_PROTOCOL,
         ),
-        (RemoteAcpError(ErrorKind.RESPONSE_ERROR, "initialize response did not decode"), Verdict.INCOMPATIBLE_PROTOCOL),
+        (
+            RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR, "initialize response did not decode", cause=Cause.PROTOCOL_VIOLATION
+            ),
+            Verdict.INCOMPATIBLE_PROTOCOL,
+        ),
         (RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new error -32603: internal"), Verdict.AGENT_FAILED),
         (
             RemoteAcpError(
@@ -126,6 +134,29 @@ def test_the_handshake_kinds_map_onto_the_taxonomy(error: RemoteAcpError, verdic
     assert judged.verdict is verdict
     assert error.message in judged.message
     assert judged.fix
+
+
+READER_CASES = [
+    (255, "ssh: connect to host build port 2222: Connection refused", None),
+    (255, "u@build: Permission denied (publickey).", None),
+    (255, UNKNOWN_KEY, None),
+    (255, CHANGED_KEY, None),
+    (255, "/tmp/x/config line 3: Bad configuration option: frobnicate", None),
+    (127, f"{LOGIN} | sh: 1: my-agent: not found", None),
+    (1, f"{LOGIN} | This account is currently not available.", False),
+    (1, f"{LOGIN} | rbash: line 1: exec: restricted", None),
+]
+
+
+@pytest.mark.parametrize(("code", "stderr", "ready"), READER_CASES)
+def test_rewording_a_message_moves_no_verdict_and_no_fix(code: int, stderr: str, ready: bool | None) -> None:
+    # The verdict and the fix are the cause's: a message written otherwise, or with none of
+    # ssh's words left in it, reads the same.
+    error = ssh_error(code, stderr, ready=ready)
+    reworded = RemoteAcpError(error.kind, "something else went wrong", cause=error.cause, facts=error.facts)
+    before, after = handshake_judgement(error), handshake_judgement(reworded)
+    assert (after.verdict, after.fix, after.cause) == (before.verdict, before.fix, before.cause)
+    assert before.fix and before.verdict is not Verdict.READY
 
 
 def test_a_host_without_own_ssh_settings_needs_no_generated_config() -> None:

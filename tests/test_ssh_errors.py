@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote_acp.errors import ErrorKind, RemoteAcpError
+from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
 from remote_acp.targets.exit_status import ExitStatus
 from remote_acp.targets.ssh_errors import authenticated, ssh_exit_error, ssh_ready_error, ssh_reason
 from remote_acp.targets.ssh_script import INCOMPLETE_MARK, TOOL_MARK
@@ -57,45 +57,51 @@ def test_the_reason_is_the_last_line_that_explains_something() -> None:
 
 
 @pytest.mark.parametrize(
-    "stderr",
+    ("stderr", "cause"),
     [
-        "ssh: connect to host build port 2222: Connection refused",
-        "ssh: connect to host build port 2222: Connection timed out",
-        "Connection to 10.0.0.5 port 2222 timed out",
-        "Timeout, server build not responding.",
-        "ssh: Could not resolve hostname build: Temporary failure in name resolution",
-        "kex_exchange_identification: read: Connection reset by peer",
-        "no standard-error output",
+        ("ssh: connect to host build port 2222: Connection refused", Cause.CONNECT_REFUSED),
+        ("ssh: connect to host build port 2222: Connection timed out", Cause.CONNECT_TIMEOUT),
+        ("Connection to 10.0.0.5 port 2222 timed out", Cause.CONNECT_TIMEOUT),
+        ("Timeout, server build not responding.", Cause.CONNECT_TIMEOUT),
+        ("ssh: Could not resolve hostname build: Temporary failure in name resolution", Cause.NAME_UNRESOLVED),
+        ("kex_exchange_identification: read: Connection reset by peer", Cause.CONNECT_FAILED),
+        ("no standard-error output", Cause.CONNECT_FAILED),
     ],
 )
-def test_a_connection_that_failed_is_retryable_and_quotes_ssh(stderr: str) -> None:
+def test_a_connection_that_failed_is_retryable_and_quotes_ssh(stderr: str, cause: Cause) -> None:
     error = read(255, stderr)
     assert error is not None
-    assert (error.kind, error.retryable, error.message) == (ErrorKind.PORT_EXIT, True, "ssh connection failed")
+    assert (error.kind, error.cause, error.retryable) == (ErrorKind.PORT_EXIT, cause, True)
     assert error.detail == stderr
-    assert str(error) == f"ssh connection failed: {stderr}"
+    assert error.message.endswith(f": {stderr.removeprefix('ssh: ')}")
+    assert "u@build:2222" in error.message
+    assert (error.facts.destination, error.facts.exit_status) == ("u@build:2222", 255)
+    assert error.facts.ssh_reason == stderr.removeprefix("ssh: ")
 
 
 def test_a_changed_host_key_is_permanent_and_names_the_fix() -> None:
     error = read(255, CHANGED_KEY)
     assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert error.cause is Cause.HOST_KEY_CHANGED
     assert error.message.startswith("the host key of u@build:2222 has changed")
-    assert 'ssh-keygen -f "/home/u/.ssh/known_hosts" -R "[build]:2222"' in error.message
+    assert error.fix.endswith("ssh-keygen -f /home/u/.ssh/known_hosts -R '[build]:2222'")
     assert error.detail == CHANGED_KEY
 
 
 def test_an_unknown_host_key_under_a_strict_policy_is_permanent() -> None:
     error = read(255, UNKNOWN_KEY)
     assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert error.cause is Cause.HOST_KEY_UNKNOWN
     assert error.message.startswith("the host key of u@build:2222 is not known")
-    assert "accept-new" in error.message and "known_hosts" in error.message
+    assert error.fix.endswith("ssh -o StrictHostKeyChecking=accept-new -p 2222 u@build true")
 
 
 def test_refused_authentication_is_permanent() -> None:
     error = read(255, "u@build: Permission denied (publickey).")
     assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
-    assert error.message.startswith("u@build:2222 refused the authentication (u@build: Permission denied (publickey).)")
-    assert "authorized_keys" in error.message
+    assert error.cause is Cause.AUTH_FAILED
+    assert error.message == "u@build:2222 refused the authentication: u@build: Permission denied (publickey)."
+    assert "authorized_keys (ssh-copy-id -p 2222 u@build)" in error.fix
 
 
 def test_a_remote_command_conflict_is_permanent() -> None:
@@ -115,6 +121,7 @@ def test_a_remote_command_conflict_is_permanent() -> None:
 def test_a_configuration_ssh_refuses_is_permanent(stderr: str) -> None:
     error = read(255, stderr)
     assert error is not None and not error.retryable
+    assert error.cause is Cause.SSH_CONFIG_INVALID
     assert error.message == f"ssh refused its configuration for u@build:2222: {stderr}"
 
 
@@ -126,11 +133,16 @@ def test_a_configuration_ssh_refuses_is_permanent(stderr: str) -> None:
         (126, "sh: 1: /opt/my-agent: Permission denied", "cannot be run"),
     ],
 )
-def test_an_agent_missing_on_the_host_is_agent_not_found(code: int, line: str, what: str) -> None:
+def test_an_agent_missing_on_the_host_is_port_exit_with_the_cause_agent_not_found(
+    code: int, line: str, what: str
+) -> None:
+    # The seeds' rule: an ssh exit of 127 reaches the session as the loss of its connection.
     for ready in (None, True):
         error = read(code, f"{LOGIN} | {line} | {TRANSFER}", ready=ready)
-        assert error is not None and error.kind is ErrorKind.AGENT_NOT_FOUND and not error.retryable
-        assert error.message.startswith(f"the agent command {what} on u@build:2222 ({line}): install it there")
+        assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+        assert error.cause is Cause.AGENT_NOT_FOUND
+        assert error.message == f"the agent command {what} on u@build:2222 ({line})"
+        assert (error.facts.exit_status, error.facts.ssh_reason) == (code, line)
 
 
 def test_a_restricted_shell_is_permanent() -> None:
@@ -144,6 +156,7 @@ def test_a_login_that_ran_no_command_is_permanent() -> None:
     # /bin/false: status 1, nothing said, nothing written.
     error = read(1, f"{LOGIN} | {TRANSFER}")
     assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert error.cause is Cause.LOGIN_REFUSED
     assert error.message.startswith("the login on u@build:2222 ended with exit status 1 before the session's command")
     assert "nologin" in error.message and "ForceCommand" in error.message
     # nologin says why on stdout, and a ForceCommand prints what it prints: with a ready marker,

@@ -54,7 +54,7 @@ _CHATTER: Final = re.compile(
 _KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
 _KEYGEN_LINE: Final = re.compile(r"ssh-keygen -f (.+?) -R (\S+)")
 _UNRESOLVED: Final = ("Could not resolve hostname", "Name or service not known", "nodename nor servname")
-_TIMED_OUT: Final = ("Connection timed out", "Operation timed out", "not responding")
+_TIMED_OUT: Final = ("timed out", "not responding")
 
 
 def authenticated(stderr: str) -> bool:
@@ -146,9 +146,6 @@ def ssh_exit_error(
         return _connection_error(label, reason, stderr, facts)
     if not logged_in:
         return None
-    if code == SSH_FAILED:
-        said = f" ({reason})" if reason else ""
-        return error(ErrorKind.PORT_EXIT, Cause.LINK_LOST, f"the ssh connection to {label} was lost{said}")
     if "restricted" in reason and code == 1:
         return error(
             ErrorKind.PORT_EXIT,
@@ -172,6 +169,11 @@ def ssh_exit_error(
             "the account's login shell runs no command (/bin/false, nologin), or sshd_config forces "
             "another command (ForceCommand)",
         )
+    if code == SSH_FAILED and not agent_wrote:
+        # Logged in, the agent said nothing, and ssh failed: the link went, not the agent (an
+        # agent that exits 255 after output is left to the generic reading).
+        said = f" ({reason})" if reason else ""
+        return error(ErrorKind.PORT_EXIT, Cause.LINK_LOST, f"the ssh connection to {label} was lost{said}")
     return None
 
 
