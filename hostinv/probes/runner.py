@@ -20,6 +20,10 @@ or session finds it known.
 Nothing here raises for a host's problem: every failure is a :class:`HostProbe` with a verdict.
 asyncssh is imported on the first probe, never when :mod:`hostinv` is imported.
 
+Event loops: asyncssh runs on asyncio only. Called from asyncio, the probes run on the caller's
+loop; called from any other loop anyio runs on (trio), they run on an asyncio loop of their own in
+a worker thread, which a cancelled caller cancels and waits for, so nothing outlives the call.
+
 Concurrency: :func:`probe_hosts` bounds the connections in flight with one semaphore. Every host
 gets one connection, so a host sees one handshake per inventory entry; entries sharing an address
 are held to :data:`PER_ADDRESS` at once. A jump host shared by many targets sees one per target
@@ -43,6 +47,7 @@ from ..causes import Cause, fix_for, ssh_words
 from ..sshopts import ResolvedSsh, existing, parse_jump, parse_ssh_g, probe_ciphers, ssh_g_argv
 from .command import PROBE_COMMAND, probe_script
 from .host_keys import HostKeyCheck, parsed_known_hosts
+from .loops import on_asyncio, on_own_loop
 from .parse import ProbeReport, ProbeReportError, parse_report
 from .verdicts import Judgement, Verdict, judge_probe_error, judge_report
 
@@ -370,8 +375,14 @@ def _finish(host: Host, judgement: Judgement, report: ProbeReport | None, starte
 
 async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSettings = ProbeSettings()) -> HostProbe:
     """Probe one host for ``agent`` (the program: the first word of the agent command) and
-    ``workspace``. Never raises for a host's problem; ``ValueError`` only for an agent or
-    workspace the probe cannot carry (empty agent, a NUL byte)."""
+    ``workspace``, on asyncio or trio. Never raises for a host's problem; ``ValueError`` only
+    for an agent or workspace the probe cannot carry (empty agent, a NUL byte)."""
+    if on_asyncio():
+        return await _probe_host(host, agent, workspace, settings)
+    return await on_own_loop(lambda: _probe_host(host, agent, workspace, settings))
+
+
+async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSettings) -> HostProbe:
     script = probe_script(
         agent,
         workspace,
@@ -484,17 +495,41 @@ async def probe_hosts(
     concurrency: int = 32,
     on_done: Callable[[HostProbe], None] | None = None,
 ) -> list[HostProbe]:
-    """Probe ``hosts`` in parallel, at most ``concurrency`` at once, results in input order.
-    ``on_done`` is called with each result as it finishes (for progress)."""
+    """Probe ``hosts`` in parallel, at most ``concurrency`` at once, results in input order, on
+    asyncio or trio. ``on_done`` is called with each result as it finishes (for progress), in
+    the caller's thread."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
+    if on_asyncio():
+        return await _probe_hosts(hosts, agent, workspace, settings, concurrency, on_done)
+    import anyio
+    import anyio.from_thread
+
+    token = anyio.lowlevel.current_token()
+
+    def done_here(result: HostProbe) -> None:  # called in the worker thread
+        assert on_done is not None
+        anyio.from_thread.run_sync(on_done, result, token=token)
+
+    report = done_here if on_done is not None else None
+    return await on_own_loop(lambda: _probe_hosts(hosts, agent, workspace, settings, concurrency, report))
+
+
+async def _probe_hosts(
+    hosts: Sequence[Host],
+    agent: str,
+    workspace: str,
+    settings: ProbeSettings,
+    concurrency: int,
+    on_done: Callable[[HostProbe], None] | None,
+) -> list[HostProbe]:
     limit = asyncio.Semaphore(concurrency)
     per_address: dict[tuple[str, int | None], asyncio.Semaphore] = {}
 
     async def one(host: Host) -> HostProbe:
         same = per_address.setdefault((host.address or host.name, host.port), asyncio.Semaphore(PER_ADDRESS))
         async with same, limit:
-            result = await probe_host(host, agent, workspace, settings)
+            result = await _probe_host(host, agent, workspace, settings)
         if on_done is not None:
             on_done(result)
         return result
