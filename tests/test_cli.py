@@ -61,6 +61,8 @@ def test_json_run_prints_events_turn_results_and_final_result(workspace: str) ->
         "session_id": "sess-1",
         "outcome": "turn_completed",
         "error_kind": None,
+        "cause": None,
+        "retryable": False,
         "message": "the agent completed the turn",
         "obtained": "new",
         # The scripted agent is not measured: its turns are counted, never given zero figures.

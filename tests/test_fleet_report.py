@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from hostinv import Host
+from hostinv.probes.verdicts import VERDICT_CAUSE
 from hostinv.probes import ProbeReport, Verdict
 from remote_acp.cli.check import render_json, render_table
 from remote_acp.fleet import (
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 KEYS = [
-    "type", "host", "destination", "verdict", "ready", "message", "fix", "error_kind", "retryable",
+    "type", "host", "destination", "verdict", "ready", "message", "fix", "error_kind", "cause", "retryable",
     "latency_ms", "probe_age_s", "handshake", "os", "arch", "kernel", "cores", "load",
     "mem_available_kib", "disk_free_kib", "capacity", "slots_held", "agent_path", "agent_name", "agent_version",
     "auth_required",
@@ -63,7 +64,14 @@ def ready(name: str = "build-1") -> HostCheck:
 
 
 def failed(verdict: Verdict, name: str) -> HostCheck:
-    return HostCheck(Host(name=name), verdict, f"{verdict} on {name}", fix="do this", error_kind="port_exit")
+    return HostCheck(
+        Host(name=name),
+        verdict,
+        f"{verdict} on {name}",
+        fix="do this",
+        error_kind="port_exit",
+        cause=VERDICT_CAUSE.get(verdict),
+    )
 
 
 def test_every_key_is_present_in_a_stable_order() -> None:
@@ -78,6 +86,8 @@ def test_every_key_is_present_in_a_stable_order() -> None:
     assert list(bare) == KEYS
     assert bare["os"] is None and bare["agent_version"] is None and bare["handshake"] is False
     assert bare["error_kind"] == "port_exit" and bare["fix"] == "do this"
+    assert (bare["cause"], bare["retryable"]) == ("connect_failed", True)
+    assert (obj["cause"], obj["retryable"]) == (None, None)
 
 
 def test_json_is_one_ascii_line_per_host_in_the_order_given() -> None:

@@ -184,13 +184,14 @@ class _Stop:
                     self.scope.cancel()
 
 
-def _turn_line(session_id: str, outcome: str, kind: str, retryable: bool, message: str) -> dict[str, Any]:
+def _turn_line(session_id: str, outcome: str, kind: str, cause: str, retryable: bool, message: str) -> dict[str, Any]:
     """A ``turn_result`` object for a turn the session could not report itself."""
     return {
         "type": "turn_result",
         "session_id": session_id,
         "outcome": outcome,
         "error_kind": kind,
+        "cause": cause,
         "retryable": retryable,
         "message": message,
         "stop_reason": None,
@@ -217,7 +218,9 @@ async def _run_turn(
         # In flight already, connection gone, prompt not taken in time: the turn never started,
         # but it still gets its one result object. (A core that reports this as a result with
         # the outcome turn_not_started goes through to_json below.)
-        return _turn_line(session.session_id, "turn_not_started", exc.kind.value, exc.retryable, str(exc))
+        return _turn_line(
+            session.session_id, "turn_not_started", exc.kind.value, exc.cause.value, exc.retryable, str(exc)
+        )
     assert turn.result is not None
     result: dict[str, Any] = turn.result.to_json()
     if result["outcome"] != "turn_not_started":
@@ -283,6 +286,8 @@ async def _drive(
                 final.update(
                     outcome="token_ceiling_reached",
                     error_kind="turn_token_limit",
+                    cause="token_limit",
+                    retryable=False,
                     message=f"the run used {tokens.total} tokens, reaching max_tokens {tokens.max_tokens}: "
                     f"{left} prompt{'s' if left > 1 else ''} not sent",
                 )
@@ -298,7 +303,7 @@ async def _drive(
             if isinstance(renderer, JsonRenderer):
                 renderer.result(turn)
             if turn["error_kind"] is not None:
-                final["error_kind"] = turn["error_kind"]
+                final.update(error_kind=turn["error_kind"], cause=turn.get("cause"), retryable=turn["retryable"])
                 return exit_code_for(turn["error_kind"])
     return EXIT_OK
 
@@ -311,7 +316,9 @@ async def _placed(renderer: JsonRenderer | HumanRenderer, placement: Placement, 
         failed = [
             {
                 "host": a.host.name,
+                "destination": a.host.destination,
                 "error_kind": a.error.kind.value,
+                "cause": a.error.cause.value,
                 "retryable": a.error.retryable,
                 "message": str(a.error),
             }
@@ -320,7 +327,8 @@ async def _placed(renderer: JsonRenderer | HumanRenderer, placement: Placement, 
         renderer.result({"type": "placement", "host": host.name, "destination": host.destination, "failed": failed})
         return
     for attempt in placement.failed:
-        await renderer.note(f"could not start on {attempt.host.name}: [{attempt.error.kind}] {attempt.error}")
+        error = attempt.error
+        await renderer.note(f"could not start on {attempt.host.name}: [{error.kind}: {error.cause}] {error}")
     await renderer.note(f"running on {host.name} ({host.destination})")
 
 
@@ -329,7 +337,14 @@ async def run_prompts(request: RunRequest) -> int:
     renderer: JsonRenderer | HumanRenderer = (
         JsonRenderer(output) if request.as_json else HumanRenderer(output, show_replay=request.show_replay)
     )
-    final: dict[str, Any] = {"type": "run_result", "session_id": None, "outcome": None, "error_kind": None}
+    final: dict[str, Any] = {
+        "type": "run_result",
+        "session_id": None,
+        "outcome": None,
+        "error_kind": None,
+        "cause": None,
+        "retryable": False,
+    }
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     stop = _Stop(output)
     output_failed: OutputError | None = None
@@ -351,7 +366,7 @@ async def run_prompts(request: RunRequest) -> int:
             try:
                 code = await _drive(request, renderer, final, stop, progress)
             except RemoteAcpError as exc:
-                final.update(outcome="start_failed", error_kind=exc.kind.value, message=str(exc))
+                _failed(final, exc)
                 code = exit_code_for(exc.kind.value)
             except OutputError as exc:
                 # Whoever read our output went away (`| head`: stop quietly, as a pipeline
@@ -369,7 +384,9 @@ async def run_prompts(request: RunRequest) -> int:
                 # Stopped mid-turn before the session could end it: the turn still gets its line.
                 with contextlib.suppress(OutputError):
                     renderer.result(
-                        _turn_line(final["session_id"], "turn_cancelled", "turn_cancelled", False, "interrupted")
+                        _turn_line(
+                            final["session_id"], "turn_cancelled", "turn_cancelled", "cancelled", False, "interrupted"
+                        )
                     )
             final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
             code = EXIT_INTERRUPTED
@@ -378,6 +395,21 @@ async def run_prompts(request: RunRequest) -> int:
         code = await _finish(renderer, final, code, output_failed, progress)
         tg.cancel_scope.cancel()
     return code
+
+
+def _failed(final: dict[str, Any], error: RemoteAcpError) -> None:
+    """The run's closing line for a session that could not start: the error as data, and, for a
+    placement that found no host, every host it tried with its cause."""
+    final.update(
+        outcome="start_failed",
+        error_kind=error.kind.value,
+        cause=error.cause.value,
+        retryable=error.retryable,
+        message=str(error),
+        fix=error.fix or None,
+    )
+    if error.facts.attempts:
+        final["placement"] = {"hosts": [attempt.to_json() for attempt in error.facts.attempts]}
 
 
 def _seed_origin(request: RunRequest) -> datetime | None:
@@ -414,10 +446,13 @@ async def _finish(
                     renderer.last_note(note)
                 line = f"session {final['session_id'] or '-'}: {final['outcome']}"
                 if final["error_kind"]:
-                    line += f" [{final['error_kind']}] {final.get('message', '')}"
+                    said = f"{final['error_kind']}: {final['cause']}" if final["cause"] else final["error_kind"]
+                    line += f" [{said}] {final.get('message', '')}"
                 elif final["outcome"] == "internal_error":
                     line += f" ({final['message']})"
                 renderer.last_note(line)
+                if final.get("fix"):
+                    renderer.last_note(f"fix: {final['fix']}")
             await output.out.drain(FINAL_IDLE_S)
         except OutputError as exc:
             failed = exc

@@ -200,9 +200,7 @@ async def _check_host(
     report = probe.report if probe is not None else None
     base = HostCheck(host, Verdict.READY, "", latency_s=probe.latency_s if probe else 0.0, report=report)
     if probe is not None and (probe.verdict is not Verdict.READY or not handshake):
-        return replace(
-            base, verdict=probe.verdict, message=probe.message, fix=probe.fix, cause=probe.cause
-        ), None
+        return replace(base, verdict=probe.verdict, message=probe.message, fix=probe.fix, cause=probe.cause), None
     if not handshake:
         raise ValueError("a check needs a probe, a handshake, or both")
     from ..session.verification import verify_credentials  # here: a probe-only check needs no session core
