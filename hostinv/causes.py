@@ -166,9 +166,7 @@ CAUSES: Final[Mapping[Cause, CauseInfo]] = MappingProxyType(
             "login's, often shorter than yours)",
         ),
         Cause.SPAWN_FAILED: _I("agent_failed", True, "retry; if it recurs, run the agent by hand to see why"),
-        Cause.OUT_OF_DESCRIPTORS: _I(
-            "agent_failed", False, "close sessions, or raise the open-file limit (ulimit -n)"
-        ),
+        Cause.OUT_OF_DESCRIPTORS: _I("agent_failed", False, "close sessions, or raise the open-file limit (ulimit -n)"),
         Cause.AGENT_EXITED: _I(
             "agent_failed", False, "run the agent command by hand where it runs to see why it stops"
         ),
@@ -200,13 +198,9 @@ CAUSES: Final[Mapping[Cause, CauseInfo]] = MappingProxyType(
         Cause.AGENT_ERROR: _I(
             "agent_failed", True, "retry; if it recurs, the error's data and the agent's stderr say more"
         ),
-        Cause.PROBE_INCOMPLETE: _I(
-            "probe_failed", True, "retry; if it recurs, raise the probe's command timeout"
-        ),
+        Cause.PROBE_INCOMPLETE: _I("probe_failed", True, "retry; if it recurs, raise the probe's command timeout"),
         Cause.CANCELLED: _I(None, False, ""),
-        Cause.STALLED: _I(
-            None, True, "retry; raise stall_timeout_ms if the agent works silently for longer than that"
-        ),
+        Cause.STALLED: _I(None, True, "retry; raise stall_timeout_ms if the agent works silently for longer than that"),
         Cause.TURN_DEADLINE: _I(None, True, "retry, or raise turn_timeout_ms"),
         Cause.INPUT_REQUIRED: _I(None, False, "answer the agent's question in an attended session"),
         Cause.REFUSED: _I(None, False, "change the prompt"),

@@ -152,7 +152,7 @@ def test_error_without_detail() -> None:
     error = RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "agent program 'x' was not found")
     assert error.detail == ""
     assert str(error) == "agent program 'x' was not found"
-    assert repr(error) == "RemoteAcpError('agent_not_found', \"agent program 'x' was not found\")"
+    assert repr(error) == "RemoteAcpError('agent_not_found', 'agent_not_found', \"agent program 'x' was not found\")"
 
 
 def test_backoff_of_a_retryable_error() -> None:
