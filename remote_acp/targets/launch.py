@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..masking import secret_values
 
 if TYPE_CHECKING:
@@ -117,14 +117,20 @@ def command_argv(command: str | Sequence[str]) -> list[str]:
             argv = shlex.split(command)
         except ValueError as exc:
             raise RemoteAcpError(
-                ErrorKind.AGENT_NOT_FOUND, f"the agent command cannot be split into words: {exc}"
+                ErrorKind.AGENT_NOT_FOUND,
+                f"the agent command cannot be split into words: {exc}",
+                cause=Cause.CONFIG_INVALID,
             ) from None
     else:
         argv = list(command)
     if not argv or not argv[0].strip():
-        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only")
+        raise RemoteAcpError(
+            ErrorKind.AGENT_NOT_FOUND, "the agent command is empty or whitespace-only", cause=Cause.CONFIG_INVALID
+        )
     if any("\0" in word for word in argv):
-        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command contains a NUL character")
+        raise RemoteAcpError(
+            ErrorKind.AGENT_NOT_FOUND, "the agent command contains a NUL character", cause=Cause.CONFIG_INVALID
+        )
     return argv
 
 
@@ -164,9 +170,15 @@ def check_env_text(env: Mapping[str, str], what: str) -> None:
     """
     for name, value in env.items():
         if not name or "\0" in name or "=" in name:
-            raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"{what} has a variable name that cannot be set")
+            raise RemoteAcpError(
+                ErrorKind.AGENT_NOT_FOUND, f"{what} has a variable name that cannot be set", cause=Cause.CONFIG_INVALID
+            )
         if "\0" in value:
-            raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"{what} gives {name} a value with a NUL character")
+            raise RemoteAcpError(
+                ErrorKind.AGENT_NOT_FOUND,
+                f"{what} gives {name} a value with a NUL character",
+                cause=Cause.CONFIG_INVALID,
+            )
 
 
 def check_local_workspace(workspace: str) -> str:
