@@ -760,7 +760,12 @@ def report(results: dict[int, dict[str, list[float]]], fleet: Fleet, summary: Su
     note = f"{largest} hosts"
     summary.add(Check(f"check host --no-handshake / asyncssh fan-out, {note}", m[PROBE] / m[FANOUT], PROBE_TARGET, "x"))
     summary.add(
-        Check(f"check host (handshake) / raw ACP handshake, wall, {note}", m[HANDSHAKE] / m[RAW_ACP], HANDSHAKE_TARGET, "x")
+        Check(
+            f"check host (handshake) / raw ACP handshake, wall, {note}",
+            m[HANDSHAKE] / m[RAW_ACP],
+            HANDSHAKE_TARGET,
+            "x",
+        )
     )
     cpu_both = {name: median([a + b for a, b in fleet.cpu[(largest, name)]]) for name in (HANDSHAKE, RAW_ACP)}
     summary.add(
