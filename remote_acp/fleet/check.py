@@ -290,7 +290,13 @@ def _ready_message(facts: HandshakeFacts, probe: ProbeResult | None) -> str:
     said = f"{name} {facts.agent_version}".strip() if facts.agent_version else name
     parts = [f"{said} answered initialize and opened a session"]
     if facts.auth_required is not None:
-        parts.append("it lists auth methods" if facts.auth_required else "it lists no auth methods")
+        # Some agents (Claude's ACP adapter) list none and refuse only the first prompt: say so,
+        # so "no auth methods" does not read as "no login needed".
+        parts.append(
+            "it lists auth methods"
+            if facts.auth_required
+            else "it lists no auth methods (an agent may still refuse its credential at the first prompt)"
+        )
     if probe is not None and probe.message and probe.message != "ready":
         parts.append(probe.message)
     return "; ".join(parts)
