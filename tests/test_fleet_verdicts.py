@@ -176,8 +176,8 @@ def test_the_inventory_settings_come_first_then_what_ssh_would_read() -> None:
     assert lines[1:] == [
         'Host "10.0.0.5"',
         '  IdentityFile "/keys/id ed25519"',
-        '  ProxyJump "bastion"',
-        '  UserKnownHostsFile "/k/known"',
+        "  ProxyJump bastion",
+        "  UserKnownHostsFile /k/known",
         "Match all",
         'Include "/h/.ssh/config"',
         'Include "/etc/ssh/ssh_config"',

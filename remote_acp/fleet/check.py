@@ -90,8 +90,9 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     :raises ValueError: an option that is no ssh keyword, or a value with a line break.
     """
     options: list[tuple[str, str]] = []
-    if host.identity_file:
-        options.append(("IdentityFile", host.identity_file))
+    if host.identity_file:  # one path: quoted for ssh_config's parser, its % tokens kept literal
+        quoted = re.sub(r"([\\\"'])", r"\\\1", host.identity_file.replace("%", "%%"))
+        options.append(("IdentityFile", f'"{quoted}"'))
     options += sorted(host.ssh_options.items())
     if not options:
         return None
@@ -110,7 +111,9 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     lines = [
         "# Written by remote-acp check: one inventory host's ssh settings, then the ssh_config ssh would read.",
         f"Host {_config_word(address)}",
-        *(f"  {key} {_config_word(value)}" for key, value in options),
+        # An ssh option is ssh_config text, written as the operator wrote it: OpenSSH takes some
+        # values raw to the end of the line (ProxyJump, ProxyCommand), so quoting changes them.
+        *(f"  {key} {value}" for key, value in options),
         "Match all",
         *(f"Include {_config_word(path)}" for path in included),
     ]
