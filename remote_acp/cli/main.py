@@ -7,6 +7,7 @@ stay fast.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -144,7 +145,13 @@ def cli(log_level: str, log_format: str) -> None:
     help="StrictHostKeyChecking [accept-new, unless your ssh_config sets one]; 'no' needs --force-insecure-host-keys.",
 )
 @click.option("--force-insecure-host-keys", is_flag=True, help="Allow --host-key-policy no (warned at every start).")
-@click.option("--connect-timeout", type=int, default=10, show_default=True, help="ssh ConnectTimeout, seconds.")
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="ssh ConnectTimeout, seconds (ssh counts whole seconds: a fraction rounds up).",
+)
 @click.option("--server-alive-interval", type=int, default=15, show_default=True, help="ssh keepalive, seconds.")
 @click.option("--server-alive-count-max", type=int, default=3, show_default=True, help="Missed keepalives allowed.")
 @click.option(
@@ -185,7 +192,7 @@ def run(
     ssh_config: str | None,
     host_key_policy: str | None,
     force_insecure_host_keys: bool,
-    connect_timeout: int,
+    connect_timeout: float,
     server_alive_interval: int,
     server_alive_count_max: int,
     ssh_max_concurrent_starts: int,
@@ -252,7 +259,7 @@ def run(
             "host_key_policy": host_key_policy,
             "force_insecure_host_keys": force_insecure_host_keys or None,
             "config_file": ssh_config,
-            "connect_timeout_s": connect_timeout,
+            "connect_timeout_s": math.ceil(connect_timeout),
             "server_alive_interval_s": server_alive_interval,
             "server_alive_count_max": server_alive_count_max,
             "max_concurrent_starts": ssh_max_concurrent_starts,

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ..errors import Cause, ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError
 from ..masking import secret_values
 
 if TYPE_CHECKING:
@@ -188,11 +188,23 @@ def check_local_workspace(workspace: str) -> str:
     """
     check_workspace_text(workspace)
     if not os.path.isabs(workspace):
-        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace path {workspace!r} is not absolute")
+        raise RemoteAcpError(
+            ErrorKind.INVALID_WORKSPACE_CWD,
+            f"the workspace path {workspace!r} is not absolute",
+            facts=ErrorFacts(workspace=workspace),
+        )
     if not os.path.exists(workspace):
-        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} does not exist")
+        raise RemoteAcpError(
+            ErrorKind.INVALID_WORKSPACE_CWD,
+            f"the workspace {workspace!r} does not exist",
+            facts=ErrorFacts(workspace=workspace),
+        )
     if not os.path.isdir(workspace):
-        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, f"the workspace {workspace!r} is not a directory")
+        raise RemoteAcpError(
+            ErrorKind.INVALID_WORKSPACE_CWD,
+            f"the workspace {workspace!r} is not a directory",
+            facts=ErrorFacts(workspace=workspace),
+        )
     return workspace
 
 
