@@ -13,7 +13,13 @@ is imported where a probe runs.
 
 from __future__ import annotations
 
+import logging
+
 from ._lazy import lazy_exports
+
+# The convention for libraries: an application that configured no logging gets no output from us
+# (without any handler, ``logging.lastResort`` prints warnings to stderr).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # Not typing.TYPE_CHECKING: importing typing would be much of what ``import hostinv`` costs.
 TYPE_CHECKING = False
@@ -74,5 +80,7 @@ _HOME = {
     **dict.fromkeys(("parse_address", "select"), "selectors"),
 }
 
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+# For the interpreter only: a type checker sees just the names imported above, so a misspelt
+# attribute of the package is an error rather than an ``object``.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

@@ -12,6 +12,7 @@ from ._version import __version__
 # ``import remote_acp`` costs. Type checkers treat this name the same way.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .config import load_workflow
     from .errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
     from .events import (
         Event,
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
         Notification,
         OtherMessage,
         SessionStarted,
+        TokenLowerBound,
         TokenUsage,
         ToolResult,
         TurnCancelled,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
         TurnNotStarted,
         TurnTimedOut,
     )
+    from .mcp import McpServer
     from .options import SessionOptions
     from .session import Session, SessionInfo, open_session, start_session
     from .session.capabilities import Capability, CapabilityRecord, CapabilityState
@@ -135,16 +138,19 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'remote_acp' has no attribute {name!r}")
-    from importlib import import_module
+# Defined for the interpreter only: a type checker then sees just the names imported above, so a
+# misspelt attribute of the package is an error rather than an ``object``.
+if not TYPE_CHECKING:
 
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> object:
+        module = _HOME.get(name)
+        if module is None:
+            raise AttributeError(f"module 'remote_acp' has no attribute {name!r}")
+        from importlib import import_module
 
+        value = getattr(import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
+    def __dir__() -> list[str]:
+        return sorted(__all__)

@@ -2,7 +2,10 @@
 
 Every ``remote_acp`` logger carries :class:`~remote_acp.masking.MaskingFilter`, so the secrets of
 live sessions are masked in whatever reaches the embedding application's handlers; the library
-never touches the application's root logger or handlers.
+never touches the application's root logger or handlers. The package's logger has a
+:class:`logging.NullHandler`, so an application that configured no logging gets no output from
+the library (without a handler anywhere, :data:`logging.lastResort` would print every warning to
+stderr); records still propagate to whatever handlers the application sets up.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ if TYPE_CHECKING:
     from collections.abc import MutableMapping
 
 __all__ = ["ContextLogger", "get_logger"]
+
+# Every library logger is made through this module, so it is imported before any record is logged.
+logging.getLogger("remote_acp").addHandler(logging.NullHandler())
 
 
 def get_logger(name: str) -> logging.Logger:

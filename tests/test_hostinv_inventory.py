@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from hostinv import Host, Inventory, InventoryInvalid, InventoryUnreadable, load_inventory, merge
+from hostinv import (
+    Host,
+    Inventory,
+    InventoryInvalid,
+    InventoryUnreadable,
+    load_ansible,
+    load_inventory,
+    load_ssh_config,
+    merge,
+)
 from hostinv.inventory import INVENTORY_ENV, dump_inventory_yaml, parse_inventory_yaml, write_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inventory"
@@ -174,3 +183,22 @@ def test_write_where_a_file_stands_in_the_path_is_unreadable(tmp_path: Path) -> 
     with pytest.raises(InventoryUnreadable, match="cannot write"):
         write_text(tmp_path / "not-a-dir" / "inv.yaml", "hosts:\n")
     assert [p.name for p in tmp_path.iterdir()] == ["not-a-dir"]
+
+
+def test_loaders_take_str_paths_as_well_as_paths(tmp_path: Path) -> None:
+    home = home_with_ssh_config(tmp_path)
+    as_paths = load_inventory(FIXTURES / "inventory.yaml", home=home, keep_in=tmp_path / "kept")
+    as_strs = load_inventory(str(FIXTURES / "inventory.yaml"), home=str(home), keep_in=str(tmp_path / "kept2"))
+    assert as_strs == as_paths
+    # The same file named either way is the same kept entry.
+    assert load_inventory(str(FIXTURES / "inventory.yaml"), home=str(home), keep_in=str(tmp_path / "kept")) == as_paths
+    ansible = str(FIXTURES / "ansible" / "hosts.ini")
+    # One str is one path, not a sequence of one-letter paths.
+    one = load_inventory(ansible=ansible, use_ssh_config=False, home=str(tmp_path / "nohome"))
+    assert one == load_inventory(ansible=[Path(ansible)], use_ssh_config=False, home=tmp_path / "nohome")
+    assert one.hosts
+    assert load_ansible(ansible) == load_ansible(Path(ansible))
+    config = str(home / ".ssh" / "config")
+    assert load_ssh_config(config, include_dir=str(home / ".ssh")) == load_ssh_config(
+        Path(config), include_dir=home / ".ssh"
+    )

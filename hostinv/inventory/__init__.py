@@ -72,4 +72,6 @@ _HOME = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+# For the interpreter only, so a type checker flags a misspelt name instead of typing it ``object``.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

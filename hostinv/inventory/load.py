@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from ..models import Inventory
     from .kept import Reads
+
+    StrPath = str | os.PathLike[str]
     from .ssh_config import IncludeReader
 
 __all__ = [
@@ -52,11 +54,12 @@ def default_inventory_path(environ: Mapping[str, str] | None = None) -> tuple[Pa
     return platformdirs.user_config_path("remote-acp") / "inventory.yaml", False
 
 
-def read_text(path: Path, reads: Reads | None = None) -> str:
+def read_text(path: StrPath, reads: Reads | None = None) -> str:
     """The file's text (UTF-8, newlines as ``\\n``); ``reads`` notes what was read.
 
     :raises InventoryUnreadable: missing, a directory, no permission, not UTF-8.
     """
+    path = Path(path)
     try:
         data = path.read_bytes()
         text = data.decode("utf-8")
@@ -77,11 +80,12 @@ def _exists(path: Path, reads: Reads | None) -> bool:
     return found
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: StrPath, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it), creating its directory.
 
     :raises InventoryUnreadable: the directory or the file cannot be written.
     """
+    path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,7 +97,7 @@ def write_text(path: Path, text: str) -> None:
         raise InventoryUnreadable(str(path), f"cannot write: {exc.strerror or exc}") from None
 
 
-def load_ssh_config(path: Path, *, include_dir: Path | None = None, reads: Reads | None = None) -> Inventory:
+def load_ssh_config(path: StrPath, *, include_dir: StrPath | None = None, reads: Reads | None = None) -> Inventory:
     """The hosts of the ssh_config at ``path``, its ``Include`` files followed (relative paths
     against ``include_dir``, default ``~/.ssh``).
 
@@ -102,8 +106,8 @@ def load_ssh_config(path: Path, *, include_dir: Path | None = None, reads: Reads
     """
     from .ssh_config import parse_ssh_config
 
-    base = include_dir if include_dir is not None else Path.home() / ".ssh"
-    return parse_ssh_config(read_text(path, reads), str(path), read_include=_include_reader(base, reads))
+    base = Path(include_dir) if include_dir is not None else Path.home() / ".ssh"
+    return parse_ssh_config(read_text(path, reads), str(Path(path)), read_include=_include_reader(base, reads))
 
 
 def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
@@ -122,7 +126,7 @@ def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
     return read
 
 
-def load_ansible(path: Path, reads: Reads | None = None) -> Inventory:
+def load_ansible(path: StrPath, reads: Reads | None = None) -> Inventory:
     """The hosts of the Ansible inventory at ``path`` (INI or YAML).
 
     :raises InventoryUnreadable: the file cannot be read.
@@ -130,42 +134,45 @@ def load_ansible(path: Path, reads: Reads | None = None) -> Inventory:
     """
     from .ansible import parse_ansible
 
-    return parse_ansible(read_text(path, reads), str(path))
+    return parse_ansible(read_text(path, reads), str(Path(path)))
 
 
 def load_inventory(
-    inventory_file: Path | None = None,
+    inventory_file: StrPath | None = None,
     *,
-    ssh_config: Path | None = None,
+    ssh_config: StrPath | None = None,
     use_ssh_config: bool = True,
-    ansible: Sequence[Path] = (),
+    ansible: StrPath | Sequence[StrPath] = (),
     environ: Mapping[str, str] | None = None,
-    home: Path | None = None,
-    keep_in: Path | None = None,
+    home: StrPath | None = None,
+    keep_in: StrPath | None = None,
 ) -> Inventory:
     """The merged view: our file, then the Ansible inventories (those it names, then ``ansible``),
     then the ssh_config (``ssh_config``, else ``~/.ssh/config`` if present; none when not
     ``use_ssh_config``). ``home`` stands in for the user's home directory (tests). ``keep_in``:
-    a directory where the view is kept and reused while nothing it was read from changed.
+    a directory where the view is kept and reused while nothing it was read from changed. Paths
+    may be given as ``str`` or :class:`~pathlib.Path`; ``ansible`` as one path or several.
 
     :raises InventoryUnreadable: a file named explicitly (or through the environment) is missing
         or unreadable, or any file that exists cannot be read.
     :raises InventoryInvalid: a file's content is invalid (the message names file, line, key).
     """
-    home = home if home is not None else Path.home()
+    home = Path(home) if home is not None else Path.home()
+    # One path given as a str is a path, not a sequence of one-letter paths.
+    extra = [Path(ansible)] if isinstance(ansible, (str, os.PathLike)) else [Path(p) for p in ansible]
     if inventory_file is not None:
-        own_path, required = inventory_file, True
+        own_path, required = Path(inventory_file), True
     else:
         own_path, required = default_inventory_path(environ)
-    config = ssh_config if ssh_config is not None else home / ".ssh" / "config"
+    config = Path(ssh_config) if ssh_config is not None else home / ".ssh" / "config"
     reads = name = None
     if keep_in is not None:
         from . import kept
 
         absolute = os.path.abspath
-        how = [absolute(own_path), required, [absolute(p) for p in ansible], ssh_config is not None]
+        how = [absolute(own_path), required, [absolute(p) for p in extra], ssh_config is not None]
         name = kept.entry_name([*how, use_ssh_config and absolute(config), absolute(home)])
-        found = kept.lookup(str(keep_in), name)
+        found = kept.lookup(os.fspath(keep_in), name)
         if found is not None:
             return found
         reads = kept.Reads()
@@ -177,12 +184,12 @@ def load_inventory(
         own = parse_inventory_yaml(read_text(own_path, reads), str(own_path))
         sources.append(own.inventory)
         named = [own_path.parent / Path(p).expanduser() for p in own.ansible]
-    sources.extend(load_ansible(p, reads) for p in (*named, *ansible))
+    sources.extend(load_ansible(p, reads) for p in (*named, *extra))
     if use_ssh_config and (ssh_config is not None or _exists(config, reads)):
         sources.append(load_ssh_config(config, include_dir=home / ".ssh", reads=reads))
     merged = merge(sources)
     if keep_in is not None and reads is not None and name is not None:
         from .kept import store
 
-        store(str(keep_in), name, reads, merged)
+        store(os.fspath(keep_in), name, reads, merged)
     return merged
