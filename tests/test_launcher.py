@@ -257,6 +257,37 @@ async def test_the_launcher_goes_with_the_controller_however_it_ends(workspace: 
         controller.stdout.close()
 
 
+DEV_MODE_CONTROLLER = textwrap.dedent(
+    """
+    import sys, anyio
+    from remote_acp import SessionOptions, open_session
+    from remote_acp.targets import launcher
+    from tests.support.agents import scripted
+
+    async def main():
+        with anyio.fail_after(30):
+            async with open_session(sys.argv[1], SessionOptions(command=scripted(), stop_grace_ms=1000)):
+                pass
+        print(launcher._launcher.popen.pid, flush=True)  # still running: ending the process ends it
+
+    anyio.run(main)
+    """
+)
+
+
+def test_the_launcher_is_closed_at_interpreter_exit_without_a_resource_warning(workspace: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", DEV_MODE_CONTROLLER, workspace],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert not alive(int(done.stdout))
+
+
 async def test_a_prestarted_launcher_forks_the_first_session(workspace: str) -> None:
     launchers.prestart_launcher()
     launcher = launcher_pid()

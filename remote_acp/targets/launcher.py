@@ -12,13 +12,16 @@ What cannot come with a request is inherited from this process as it was when th
 started: the launcher is replaced when this process's identity (pid, uids, gids, groups) or
 open-file limit changed since; other resource limits, the nice value and the cgroup are not
 compared. It exits when this process closes its socket, however this process ended; a copy of
-this process made by ``os.fork`` drops its copy of the socket at once. Where it cannot be used
-(no ``pidfd_open``: its supervisors are not our children, and only a pidfd tells when one
-exits), or does not take or answer a request, the caller starts the supervisor on its own.
+this process made by ``os.fork`` drops its copy of the socket at once. At interpreter exit it is
+closed and reaped (an ``atexit`` hook), so nothing is left for the garbage collector to warn
+about. Where it cannot be used (no ``pidfd_open``: its supervisors are not our children, and only
+a pidfd tells when one exits), or does not take or answer a request, the caller starts the
+supervisor on its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -247,3 +250,8 @@ def close_launcher() -> None:
         launcher, _launcher = _launcher, None
     if launcher is not None:
         launcher.close()
+
+
+# Without it the socket and the Popen are left to the interpreter's teardown, which warns
+# (ResourceWarning under ``python -X dev``) that both were still open and the launcher running.
+atexit.register(close_launcher)
