@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from remote_acp import ErrorKind, LocalTarget, RemoteAcpError, open_session
+from remote_acp.errors import Cause
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ async def test_crash_at_initialize_gives_early_exit_report_with_masked_stderr(
     )
     assert err.kind is ErrorKind.PORT_EXIT
     assert err.message == "the agent runtime exited before responding: exit status 7"
+    assert (err.cause, err.retryable, err.facts.exit_status) == (Cause.AGENT_EXITED, False, 7)
     assert "fatal: bad key ***" in err.detail
     assert "sk-very-secret-value" not in str(err)
     # a failed start logs the agent's stderr lines at warning, masked
@@ -160,7 +162,8 @@ async def test_credential_refusal(workspace: str, flag: str) -> None:
     err = await start_error(workspace, f"{flag}=-32000:Gemini API key is missing")
     assert err.kind is ErrorKind.CREDENTIAL_UNVERIFIED
     assert str(err) == "the agent runtime refused its credential: 'Gemini API key is missing'"
-    assert not err.retryable
+    assert err.cause is Cause.CREDENTIAL_REFUSED and not err.retryable
+    assert (err.facts.rpc_code, err.facts.rpc_data) == (-32000, None)
 
 
 @pytest.mark.parametrize(("flag", "method"), [("--init-error", "initialize"), ("--new-error", "session/new")])
@@ -168,16 +171,32 @@ async def test_other_rpc_error(workspace: str, flag: str, method: str) -> None:
     err = await start_error(workspace, f"{flag}=-32603:boom")
     assert err.kind is ErrorKind.RESPONSE_ERROR
     assert str(err) == f"{method} error -32603: boom"
-    assert err.retryable
+    assert err.cause is Cause.AGENT_ERROR and err.retryable and err.facts.rpc_code == -32603
 
 
-@pytest.mark.parametrize(("method", "bound"), [("initialize", 600), ("new", 300)])
-async def test_unanswered_handshake_times_out(workspace: str, method: str, bound: int) -> None:
-    # initialize waits max(read_timeout_ms, initialize_floor_ms): here the floor decides.
-    err = await start_error(workspace, "--never-answer", method, read_timeout_ms=300, initialize_floor_ms=600)
-    assert err.kind is ErrorKind.RESPONSE_TIMEOUT
-    wire = "initialize" if method == "initialize" else "session/new"
-    assert str(err) == f"timed out waiting for the agent to answer {wire} ({bound} ms)"
+RAISE_READ = (
+    "raise read_timeout_ms if the agent needs longer (--read-timeout-ms of remote-acp run, "
+    "--handshake-timeout-ms of check host)"
+)
+RAISE_FLOOR = "raise initialize_floor_ms (initialize waits the larger of it and read_timeout_ms)"
+
+
+@pytest.mark.parametrize(
+    ("method", "read_ms", "floor_ms", "said"),
+    [
+        # initialize waits max(read_timeout_ms, initialize_floor_ms): the larger one is named.
+        ("initialize", 300, 600, f"initialize: no answer within initialize_floor_ms (600 ms); {RAISE_FLOOR}"),
+        ("initialize", 600, 300, f"initialize: no answer within read_timeout_ms (600 ms); {RAISE_READ}"),
+        ("new", 300, 600, f"session/new: no answer within read_timeout_ms (300 ms); {RAISE_READ}"),
+    ],
+)
+async def test_unanswered_handshake_names_its_bound(
+    workspace: str, method: str, read_ms: int, floor_ms: int, said: str
+) -> None:
+    err = await start_error(workspace, "--never-answer", method, read_timeout_ms=read_ms, initialize_floor_ms=floor_ms)
+    assert (err.kind, err.cause, err.retryable) == (ErrorKind.RESPONSE_TIMEOUT, Cause.NO_ANSWER, True)
+    assert str(err) == f"timed out waiting for the agent to answer {said}"
+    assert err.facts.bound_ms == (max(read_ms, floor_ms) if method == "initialize" else read_ms)
 
 
 async def test_stderr_flood_does_not_block_start(workspace: str) -> None:

@@ -26,6 +26,7 @@ from remote_acp import (
     TurnTimedOut,
     open_session,
 )
+from remote_acp.errors import Cause
 from tests.support.agents import fast_options, give_up_on_turn, scripted, wait_until
 
 if TYPE_CHECKING:
@@ -131,8 +132,10 @@ async def test_stop_reasons(workspace: str, stop: str, kind: ErrorKind, message:
 
 async def test_prompt_rpc_error_is_response_error(workspace: str) -> None:
     _, result = await one_turn(workspace, "@error=-32603")
-    assert failure(result).kind is ErrorKind.RESPONSE_ERROR
+    err = failure(result)
+    assert (err.kind, err.cause, err.retryable) == (ErrorKind.RESPONSE_ERROR, Cause.AGENT_ERROR, True)
     assert str(result.error) == "session/prompt error -32603: scripted failure"
+    assert (err.facts.rpc_code, err.facts.rpc_data) == (-32603, None)
 
 
 async def test_crash_mid_turn_is_port_exit(workspace: str) -> None:
@@ -141,6 +144,9 @@ async def test_crash_mid_turn_is_port_exit(workspace: str) -> None:
     assert err.kind is ErrorKind.PORT_EXIT
     assert err.message == "the agent's connection ended before a response arrived"
     assert err.detail == "exit status 9; stderr: crashing mid-turn"
+    # It stopped of its own accord: run by hand to see why, a retry meets the same exit.
+    assert (err.cause, err.retryable, err.facts.exit_status) == (Cause.AGENT_EXITED, False, 9)
+    assert result.to_json()["cause"] == "agent_exited"
     # the partial reply is still reported before the terminal event
     assert [type(e) for e in events[-2:]] == [Notification, TurnFailed]
     assert isinstance(events[-2], Notification) and events[-2].message == "partial"
@@ -154,7 +160,7 @@ async def test_turn_after_connection_loss_never_starts(workspace: str) -> None:
         again = await s.run_turn("again", events.append)
     assert again.outcome == "turn_not_started"
     err = failure(again)
-    assert err.kind is ErrorKind.PORT_EXIT and err.retryable
+    assert err.kind is ErrorKind.PORT_EXIT and err.cause is Cause.AGENT_EXITED and not err.retryable
     assert str(err) == "the agent connection ended before this turn could start"
     (only,) = events
     assert isinstance(only, TurnNotStarted) and only.message == str(err) and only.error_kind == "port_exit"
@@ -258,15 +264,22 @@ async def test_turn_timeout(workspace: str) -> None:
     events, result = await one_turn(workspace, "@sleep=30", turn_timeout_ms=300)
     err = failure(result)
     assert err.kind is ErrorKind.TURN_TIMEOUT and err.retryable
+    assert (err.cause, err.facts.bound_ms) == (Cause.TURN_DEADLINE, 300)
     assert str(err) == "the turn ran past turn_timeout_ms (300 ms)"
     assert isinstance(events[-1], TurnTimedOut)
 
 
+@pytest.mark.both_backends
 async def test_stall_timeout_names_the_bound(workspace: str) -> None:
-    _, result = await one_turn(workspace, "@sleep=30", stall_timeout_ms=300)
+    events, result = await one_turn(workspace, "@sleep=30", stall_timeout_ms=300)
     err = failure(result)
+    # The seeds' kind, but nobody cancelled it: it stalled, and a retry may do.
     assert err.kind is ErrorKind.TURN_CANCELLED
-    assert str(err) == "the turn was cancelled after no event for stall_timeout_ms (300 ms)"
+    assert (err.cause, err.retryable, err.facts.bound_ms) == (Cause.STALLED, True, 300)
+    assert str(err) == "the turn stalled: the agent sent nothing for stall_timeout_ms (300 ms)"
+    assert result.stop_reason == "cancelled"  # the agent's answer to our cancel; the cause says why we sent it
+    assert isinstance(events[-1], TurnCancelled) and events[-1].message == str(err)
+    assert result.to_json()["cause"] == "stalled" and result.to_json()["retryable"] is True
 
 
 async def test_the_stall_bound_restarts_with_each_turn(workspace: str) -> None:

@@ -1,5 +1,8 @@
 """Exit statuses of ``remote-acp``, one per class of failure (documented in the README).
 
+The class follows from the error's kind, except where its cause says the kind misleads
+(:data:`EXIT_BY_CAUSE`: a stalled turn is the seeds' ``turn_cancelled``, yet retryable).
+
 Besides the error classes of the library's kinds: 1 an unexpected internal error (a bug: the
 message names it, ``--log-level debug`` logs the traceback), 2 a usage error, 10 the command's
 own local I/O failed (its output could not be written, or the saved session history could not be
@@ -12,6 +15,7 @@ from typing import Final
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
+    "EXIT_BY_CAUSE",
     "EXIT_BY_KIND",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
@@ -46,12 +50,27 @@ EXIT_BY_KIND: Final[dict[str, int]] = {
     "turn_refused": 7,
     "turn_token_limit": 7,
     "turn_outcome_unknown": 7,
-    # 8: the turn was cancelled
+    # 8: the turn was cancelled (by the caller, an interrupt or a closing session)
     "turn_cancelled": 8,
     # 9: the agent needs a person
     "turn_input_required": 9,
 }
 
 
-def exit_code_for(kind: str | None) -> int:
-    return EXIT_OK if kind is None else EXIT_BY_KIND.get(kind, EXIT_INTERNAL)
+EXIT_BY_CAUSE: Final[dict[tuple[str, str], int]] = {
+    # The stall bound ends a turn as the seeds' turn_cancelled, but nobody cancelled it: the
+    # agent went silent, and a retry can succeed (6), where a cancel (8) is a decision to stop.
+    ("turn_cancelled", "stalled"): 6,
+}
+"""Where a cause moves a kind to another class: ``(kind, cause)`` to exit status."""
+
+
+def exit_code_for(kind: str | None, cause: str | None = None) -> int:
+    """The exit status of a run that ended with ``kind`` (``None``: it succeeded) and ``cause``
+    (the error's :class:`~remote_acp.errors.Cause` value; ``None`` when not known, which maps by
+    the kind alone)."""
+    if kind is None:
+        return EXIT_OK
+    if cause is not None and (by_cause := EXIT_BY_CAUSE.get((kind, cause))) is not None:
+        return by_cause
+    return EXIT_BY_KIND.get(kind, EXIT_INTERNAL)

@@ -41,8 +41,9 @@ from ..targets.process import AgentProcess
 from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
 from .continuation import ORIGINS, Continuation, Obtained, OriginLedger, continue_session, route_for
+from .exits import ended, ended_cause
 from .filesystem import FileServer, file_access
-from .handshake import Handshake
+from .handshake import Handshake, close_method, method_ids
 from .inbox import Inbox
 from .remote_rules import rules_for
 from .stream import TurnStream
@@ -83,20 +84,6 @@ class SessionInfo:
     remote launch; ``False`` again once a source is dropped): unmeasured means "not measured"."""
 
 
-def _close_method(init: InitializeResult, *, verification: bool) -> str | None:
-    """How teardown ends the session through the protocol, if the handshake advertised a way:
-    a verification session is deleted (else closed), any other one closed."""
-    if verification and init.session_capability("delete"):
-        return "session/delete"
-    return "session/close" if init.session_capability("close") else None
-
-
-def _method_ids(methods: list[Any]) -> tuple[str, ...]:
-    """The ids of the advertised auth methods, bounded (an agent may send anything there)."""
-    ids = (m.get("id") for m in methods[:32] if isinstance(m, dict))
-    return tuple(i[:100] for i in ids if isinstance(i, str))
-
-
 class Session:
     """A live ACP session. Obtain one with :func:`open_session` or :func:`start_session`."""
 
@@ -132,6 +119,7 @@ class Session:
         self._normalizer = Normalizer()
         self._inbox = Inbox(self._normalizer, self.log, self._poke)
         self._close_method: str | None = None
+        self._auth_hint = ""  # the agent's login instructions, for a credential refused mid-session
         self._info: SessionInfo | None = None
         self._wake = anyio.Event()
         self._supervisor_scope: anyio.CancelScope | None = None
@@ -201,10 +189,7 @@ class Session:
                     returned = on_event(event)
                     if inspect.isawaitable(returned):
                         await returned
-        result = turn.result
-        if result is None:  # the iteration ends only with a result; never pass None as one
-            raise RuntimeError("the turn ended without a result")
-        return result
+        return turn.result
 
     def cancel(self) -> None:
         """Cancel the turn in flight, if any: ``session/cancel`` is sent once and the runtime's
@@ -289,7 +274,8 @@ class Session:
             self.capabilities.lower(
                 Capability.SESSION_CONTINUATION, "the handshake advertises neither session/load nor session/resume"
             )
-        self._close_method = _close_method(init, verification=self._verification)
+        self._close_method = close_method(init, verification=self._verification)
+        self._auth_hint = hs.auth_hint
         if self._resume_id:
             continuation = await continue_session(
                 hs,
@@ -323,7 +309,7 @@ class Session:
             agent_version=agent.version if agent else "",
             agent_capabilities=init.agent_capabilities,
             obtained=continuation.obtained,
-            auth_methods=_method_ids(init.auth_methods),
+            auth_methods=method_ids(init.auth_methods),
             measured=measurement.measured,
         )
         self.log.info(
@@ -359,7 +345,8 @@ class Session:
                 secrets=self._secrets or (),
                 ready_timeout_ms=spec.ready_timeout_ms,
             )
-            init = await hs.initialize(options.initialize_timeout_ms, fs_read=files.read, fs_write=files.write)
+            floor = options.initialize_floor_ms
+            init = await hs.initialize(options.read_timeout_ms, floor, fs_read=files.read, fs_write=files.write)
         return hs, init
 
     # -- turns --------------------------------------------------------------------------------
@@ -381,7 +368,10 @@ class Session:
             )
         if conn.lost.is_set() or conn.write_failed:
             message = conn.loss_message if conn.output_abandoned else _ENDED_BEFORE_TURN
-            return self._not_started(ErrorKind.PORT_EXIT, message)
+            status = self._process.exit_status if self._process is not None else None
+            return self._not_started(
+                ErrorKind.PORT_EXIT, message, cause=ended_cause(status, remote=self._target.remote)
+            )
         machine = TurnMachine(text, self._bounds, now=time.monotonic(), session_id=self.session_id, pid=self.pid)
         opening: list[Event] = [SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id)]
         if (gaps := self.capabilities.take_notice()) is not None:
@@ -446,7 +436,7 @@ class Session:
             machine.on_lost()
         else:
             self._vendor_figure = vendor_token_figure(response.result)
-            machine.on_answer(response.result, response.error, self._normalizer.masker)
+            machine.on_answer(response.result, response.error, self._normalizer.masker, hint=self._auth_hint)
         self._settle(machine)
         self._poke()
 
@@ -578,10 +568,11 @@ class Session:
                 now = time.monotonic()
                 self._step(machine, now)
                 if machine.result is None and machine.lost:
-                    detail = await self._exit_detail()
+                    wait_s = min(1.0, self._options.output_drain_ms / 1000)
+                    end = await ended(self._process, wait_s=wait_s, remote=self._target.remote)
                     conn = self._conn
                     message = conn.loss_message if conn is not None else "the agent's connection ended"
-                    machine.finish_lost(message, detail)
+                    machine.finish_lost(message, end.detail, cause=end.cause, facts=end.facts)
                     self._settle(machine)
                     continue
                 if machine.result is not None:
@@ -609,16 +600,6 @@ class Session:
         if conn is not None:
             conn.resume_reading()  # an ending decided: the reader must read on to find the answer
         self._settle(machine)
-
-    async def _exit_detail(self) -> str:
-        process = self._process
-        if process is None:
-            return ""
-        with anyio.move_on_after(min(1.0, self._options.output_drain_ms / 1000)):
-            await process.exited.wait()
-        if process.exit_status is None:
-            return ""
-        return f"{process.exit_status.describe()}; stderr: {process.stderr_tail.report()}"
 
     # -- teardown -----------------------------------------------------------------------------
 

@@ -41,8 +41,26 @@ class TurnStream:
         self._state = "new"  # new -> open -> closed
 
     @property
-    def result(self) -> TurnResult | None:
-        """How the turn ended; ``None`` until it has."""
+    def ended(self) -> bool:
+        """Whether the turn has ended (:attr:`result` can be read)."""
+        return self._outcome() is not None
+
+    @property
+    def result(self) -> TurnResult:
+        """How the turn ended: readable once the events are all taken, or the block is left
+        (which settles a turn still running).
+
+        :raises RuntimeError: when read before the turn ended.
+        """
+        result = self._outcome()
+        if result is None:
+            raise RuntimeError(
+                "the turn has not ended: read `turn.result` after iterating its events or after its block "
+                "(`turn.ended` says whether it has)"
+            )
+        return result
+
+    def _outcome(self) -> TurnResult | None:
         if self._not_started is not None:
             return self._not_started
         return self._machine.result if self._machine is not None else None

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError
 from ..events import (
     Event,
     Malformed,
@@ -36,6 +36,7 @@ from ..events import (
     utc_now,
 )
 from ..protocol.disposition import disposition_for_stop_reason, shown_stop_reason
+from ..protocol.rpc_failure import call_error
 
 if TYPE_CHECKING:
     from ..masking import Masker
@@ -70,26 +71,46 @@ Outcome = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    """An ending the client induced; it overrides whatever stop reason the agent then sends."""
+    """An ending the client induced; it overrides whatever stop reason the agent then sends.
+
+    ``cause``: why, when the kind's commonest cause is not it (a stall is the seeds'
+    ``turn_cancelled``, but nobody cancelled it). ``bound_ms``: the bound that decided it.
+    """
 
     event: type[TurnEnded]
     kind: ErrorKind
     message: str
+    cause: Cause | None = None
+    bound_ms: int | None = None
+
+    def error(self, detail: str = "") -> RemoteAcpError:
+        return RemoteAcpError(
+            self.kind, self.message, detail=detail, cause=self.cause, facts=ErrorFacts(bound_ms=self.bound_ms)
+        )
 
     @classmethod
     def cancelled(cls, why: str = "the turn was cancelled") -> Ending:
-        return cls(TurnCancelled, ErrorKind.TURN_CANCELLED, why)
+        return cls(TurnCancelled, ErrorKind.TURN_CANCELLED, why, Cause.CANCELLED)
 
     @classmethod
     def timed_out(cls, bound_ms: int) -> Ending:
-        return cls(TurnTimedOut, ErrorKind.TURN_TIMEOUT, f"the turn ran past turn_timeout_ms ({bound_ms} ms)")
+        return cls(
+            TurnTimedOut,
+            ErrorKind.TURN_TIMEOUT,
+            f"the turn ran past turn_timeout_ms ({bound_ms} ms)",
+            Cause.TURN_DEADLINE,
+            bound_ms,
+        )
 
     @classmethod
     def stalled(cls, bound_ms: int) -> Ending:
+        # The seeds' kind, with its own cause: the runtime was sent a cancel only to end the turn.
         return cls(
             TurnCancelled,
             ErrorKind.TURN_CANCELLED,
-            f"the turn was cancelled after no event for stall_timeout_ms ({bound_ms} ms)",
+            f"the turn stalled: the agent sent nothing for stall_timeout_ms ({bound_ms} ms)",
+            Cause.STALLED,
+            bound_ms,
         )
 
     @classmethod
@@ -129,12 +150,18 @@ class TurnResult:
     def error_kind(self) -> ErrorKind | None:
         return self.error.kind if self.error is not None else None
 
+    @property
+    def cause(self) -> Cause | None:
+        """Why the turn failed (``None`` when it completed)."""
+        return self.error.cause if self.error is not None else None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "type": "turn_result",
             "session_id": self.session_id,
             "outcome": self.outcome,
             "error_kind": self.error.kind.value if self.error else None,
+            "cause": self.error.cause.value if self.error else None,
             "retryable": self.error.retryable if self.error else False,
             "message": self.message,
             "stop_reason": self.stop_reason,
@@ -239,24 +266,25 @@ class TurnMachine:
         self.prompt_sent = True
         self._cancel_due = self.ending is not None and self.cancel_sent_at is None
 
-    def on_answer(self, result: Any, error: RpcErrorBody | None, masker: Masker) -> None:
+    def on_answer(self, result: Any, error: RpcErrorBody | None, masker: Masker, *, hint: str = "") -> None:
         """The runtime answered ``session/prompt``: that decides, unless an ending was induced.
-        Whatever of the answer is quoted is masked, escaped and bounded by ``masker``."""
+        Whatever of the answer is quoted is masked, escaped and bounded by ``masker``. ``hint``:
+        the agent's login instructions, which a refused credential passes on."""
         if self.result is not None:
             return
         answer = result if isinstance(result, dict) else {}
         stop = answer.get("stopReason")
         shown = shown_stop_reason(stop, masker)
         if self.ending is not None:
-            self._finish(self.ending.event, self.ending.kind, self.ending.message, shown)
+            self._finish(self.ending.event, self.ending.error(), shown)
         elif error is not None:
-            message = f"session/prompt error {error.code}: {masker.quote(error.message, 500)}"
-            self._finish(TurnFailed, ErrorKind.RESPONSE_ERROR, message)
+            self._finish(TurnFailed, call_error("session/prompt", error, masker, hint=hint))
         elif "stopReason" in answer:
             d = disposition_for_stop_reason(stop, cancel_requested=self.cancel_sent_at is not None, masker=masker)
-            self._finish(d.event, d.error_kind, d.message, shown)
+            failed = RemoteAcpError(d.error_kind, d.message) if d.error_kind is not None else None
+            self._finish(d.event, failed, shown, message=d.message)
         else:
-            self._finish(TurnFailed, ErrorKind.TURN_OUTCOME_UNKNOWN, UNDECODABLE_ANSWER)
+            self._finish(TurnFailed, RemoteAcpError(ErrorKind.TURN_OUTCOME_UNKNOWN, UNDECODABLE_ANSWER))
 
     def on_unreadable_answer(self, why: str, *, answered: bool = True) -> None:
         """A line that was (``answered``), or may have been, the prompt's answer could not be
@@ -273,16 +301,21 @@ class TurnMachine:
     def on_lost(self) -> None:
         self.lost = True
 
-    def finish_lost(self, message: str, detail: str) -> None:
-        """The connection ended before the answer: ``port_exit`` with the exit report."""
+    def finish_lost(
+        self, message: str, detail: str, *, cause: Cause = Cause.AGENT_LOST, facts: ErrorFacts | None = None
+    ) -> None:
+        """The connection ended before the answer: ``port_exit`` with the exit report, and the
+        cause and facts of how the process ended (:mod:`remote_acp.session.exits`)."""
         if self.result is None:
-            self._finish(TurnFailed, ErrorKind.PORT_EXIT, message, detail=detail)
+            self._finish(
+                TurnFailed, RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=detail, cause=cause, facts=facts)
+            )
 
     def stop(self, ending: Ending) -> None:
         """End now, without waiting for the runtime (the session is closing or being killed)."""
         if self.result is None:
             chosen = self.ending or ending
-            self._finish(chosen.event, chosen.kind, chosen.message)
+            self._finish(chosen.event, chosen.error())
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -322,27 +355,18 @@ class TurnMachine:
             sent_at = self.cancel_sent_at
             waited_out = sent_at is not None and (self._answered or now >= sent_at + b.read_s)
             if waited_out or not self.prompt_sent:
-                self._finish(self.ending.event, self.ending.kind, self.ending.message)
+                self._finish(self.ending.event, self.ending.error())
                 return
         if self.write_failed_at is not None and now >= self.write_failed_at + b.read_s:
-            self._finish(
-                TurnFailed,
-                ErrorKind.PORT_EXIT,
-                "a write to the agent failed and no answer followed within read_timeout_ms",
-            )
+            self._finish(TurnFailed, RemoteAcpError(ErrorKind.PORT_EXIT, _WRITE_FAILED, cause=Cause.AGENT_LOST))
 
     # -- the end ------------------------------------------------------------------------------
 
     def _finish(
-        self,
-        event: type[TurnEnded],
-        kind: ErrorKind | None,
-        message: str,
-        stop_reason: str | None = None,
-        *,
-        detail: str = "",
+        self, event: type[TurnEnded], error: RemoteAcpError | None, stop_reason: str | None = None, *, message: str = ""
     ) -> None:
-        error = RemoteAcpError(kind, message, detail=detail) if kind is not None else None
+        """End with ``error`` (``None``: completed, as ``message`` says)."""
+        kind = error.kind if error is not None else None
         text = str(error) if error else message
         if self.dropped:
             self.events.append(
@@ -374,6 +398,7 @@ class TurnMachine:
 
 
 UNDECODABLE_ANSWER: Final = "the agent's response to the prompt did not decode"
+_WRITE_FAILED: Final = "a write to the agent failed and no answer followed within read_timeout_ms"
 
 
 def not_started(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
@@ -11,16 +10,21 @@ from types import SimpleNamespace
 
 from remote_acp.testing._messages import (
     PLAN_ENTRIES,
+    Wait,
     chunk_message,
     describe_answer,
+    describe_servers,
+    forever,
     huge_permission_params,
     long_line,
     permission_params,
+    sleep_steps,
     split_text,
     text_block,
 )
-from remote_acp.testing._process import TYPE_CHECKING, hard_exit, log, spawn_sleeper, write_text
+from remote_acp.testing._process import TYPE_CHECKING, hard_exit, log, spawn_sleeper
 from remote_acp.testing._script import Script, build_plan
+from remote_acp.testing._sessions import Session, restore_session, save_session
 from remote_acp.testing._wire import RpcError, encode
 
 if TYPE_CHECKING:
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 AGENT_TITLE = "Scripted ACP agent"
 ADVERTISABLE = ("load", "resume", "close", "delete", "list")
 SCRIPTED_FAILURE = "scripted failure"
+AUTH_REQUIRED = -32000
+AUTH_MESSAGE = "Authentication required: scripted credential refusal"
 BULK_BATCH = 1000
 
 
@@ -60,32 +66,12 @@ class Options(SimpleNamespace):
     script: Script
     mcp_transports: frozenset[str] = frozenset()
     """``mcpCapabilities`` answered true (``http``, ``sse``); stdio is always taken."""
-
-
-class Session:
-    __slots__ = ("cwd", "history", "mcp_servers", "session_id")
-
-    def __init__(
-        self,
-        session_id: str,
-        cwd: str,
-        history: list[tuple[str, str, str]] | None = None,
-        mcp_servers: list[Json] | None = None,
-    ) -> None:
-        self.session_id = session_id
-        self.cwd = cwd
-        self.history = history or []  # (prompt, reply, messageId)
-        self.mcp_servers = mcp_servers or []  # as the latest new/load/resume sent them
-
-
-class Wait:
-    """What a suspended turn waits for: a deadline, the answer to one of our requests, or neither."""
-
-    __slots__ = ("deadline", "request_id")
-
-    def __init__(self, deadline: float | None = None, request_id: int | None = None) -> None:
-        self.deadline = deadline
-        self.request_id = request_id
+    error_data: Json | None = None
+    """``data`` of every scripted error answer (start-up errors and ``@error``)."""
+    auth_methods: tuple[Json, ...] = ()
+    """``authMethods`` answered to ``initialize``."""
+    answer_after: dict[str, float] = {}  # set per instance by parse_options
+    """Seconds to wait, doing nothing else, before handling a request of each method."""
 
 
 if TYPE_CHECKING:
@@ -172,6 +158,8 @@ class ScriptedAgent:
         if method == self.options.never_answer:
             log(f"never answering {method} (id {request_id!r})")
             return
+        if (delay := self.options.answer_after.get(method)) is not None:
+            time.sleep(delay)  # a runtime busy starting up: it reads nothing meanwhile
         handler = REQUESTS.get(method)
         try:
             if handler is None:
@@ -226,9 +214,12 @@ class ScriptedAgent:
 
     # ---- requests
 
+    def fail(self, spec: tuple[int, str]) -> NoReturn:
+        raise RpcError(*spec, self.options.error_data)
+
     def initialize(self, request_id: Any, params: Json) -> Json:
         if self.options.init_error:
-            raise RpcError(*self.options.init_error)
+            self.fail(self.options.init_error)
         capabilities: Json = {
             "loadSession": "load" in self.options.advertise,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
@@ -240,7 +231,7 @@ class ScriptedAgent:
         result: Json = {
             "protocolVersion": self.options.protocol_version,
             "agentCapabilities": capabilities,
-            "authMethods": [],
+            "authMethods": list(self.options.auth_methods),
         }
         if self.options.agent_info:
             result["agentInfo"] = {
@@ -252,7 +243,7 @@ class ScriptedAgent:
 
     def new_session(self, request_id: Any, params: Json) -> Json:
         if self.options.new_error:
-            raise RpcError(*self.options.new_error)
+            self.fail(self.options.new_error)
         cwd = self._check_cwd(params)
         self.session_count += 1
         if self.options.state_dir:  # ids stay unique across the processes sharing the directory
@@ -267,7 +258,7 @@ class ScriptedAgent:
     def load_session(self, request_id: Any, params: Json) -> Json | None:
         self._require_capability("load", "session/load")
         if self.options.load_error:
-            raise RpcError(*self.options.load_error)
+            self.fail(self.options.load_error)
         self._check_cwd(params)
         session = self._session(params)
         session.mcp_servers = params["mcpServers"]
@@ -283,7 +274,7 @@ class ScriptedAgent:
     def resume_session(self, request_id: Any, params: Json) -> Json:
         self._require_capability("resume", "session/resume")
         if self.options.resume_error:
-            raise RpcError(*self.options.resume_error)
+            self.fail(self.options.resume_error)
         servers = params.get("mcpServers", [])
         if not isinstance(servers, list):
             raise RpcError(-32602, "Invalid params: mcpServers must be a list")
@@ -336,25 +327,13 @@ class ScriptedAgent:
             raise RpcError(-32002, "session not found", {"sessionId": params.get("sessionId")})
         return session
 
-    def _state_file(self, session_id: str) -> str | None:
-        if not self.options.state_dir or "/" in session_id or session_id.startswith("."):
-            return None
-        return os.path.join(self.options.state_dir, f"{session_id}.json")
-
     def _save(self, session: Session) -> None:
-        path = self._state_file(session.session_id)
-        if path is not None:
-            history = [list(entry) for entry in session.history]
-            write_text(path, json.dumps({"cwd": session.cwd, "history": history}))
+        save_session(self.options.state_dir, session)
 
     def _restore(self, session_id: str) -> Session | None:
-        path = self._state_file(session_id)
-        if path is None or not os.path.exists(path):
-            return None
-        with open(path) as f:
-            saved = json.load(f)
-        session = Session(session_id, saved["cwd"], [tuple(entry) for entry in saved["history"]])
-        self.sessions[session_id] = session
+        session = restore_session(self.options.state_dir, session_id)
+        if session is not None:
+            self.sessions[session_id] = session
         return session
 
     def _require_capability(self, capability: str, method: str) -> None:
@@ -366,7 +345,7 @@ class ScriptedAgent:
     def _run_turn(self, turn: Turn, prompt_text: str) -> Steps:
         plan, sid = turn.plan, turn.session.session_id
         if plan.sleep > 0:
-            yield from _sleep(plan.sleep)
+            yield from sleep_steps(plan.sleep)
         self._side_updates(plan, sid)
         if plan.permission:
             answer = yield from self._ask(permission_params(sid))
@@ -394,11 +373,11 @@ class ScriptedAgent:
         if plan.stop_reading:
             self.wire.request("session/request_permission", huge_permission_params(sid))
             self.inbox.stop_reading()
-            yield from _forever()
+            yield from forever()
         if plan.never:
-            yield from _forever()
+            yield from forever()
         if plan.error is not None:
-            raise RpcError(plan.error, SCRIPTED_FAILURE)
+            self.fail((plan.error, AUTH_MESSAGE if plan.error == AUTH_REQUIRED else SCRIPTED_FAILURE))
         return {"stopReason": os.environ.get(plan.stop_from, "") if plan.stop_from else plan.stop}
 
     def _files(self, turn: Turn) -> Generator[Wait, Json | None, None]:
@@ -506,29 +485,3 @@ REQUESTS: dict[str, Callable[[ScriptedAgent, Any, Json], Json | None]] = {
     "session/list": ScriptedAgent.list_sessions,
     "session/prompt": ScriptedAgent.prompt,
 }
-
-
-def describe_servers(servers: list[Json]) -> str:
-    """``name(transport)`` of each server, comma-separated (``none``); never a value of env or
-    headers, only their names, so a test can see what arrived without the agent echoing secrets."""
-    if not servers:
-        return "none"
-    described = []
-    for server in servers:
-        transport = server.get("type", "stdio") if isinstance(server, dict) else "?"
-        keys = server.get("env" if transport == "stdio" else "headers", []) if isinstance(server, dict) else []
-        names = "+".join(str(k.get("name")) for k in keys if isinstance(k, dict))
-        name = server.get("name") if isinstance(server, dict) else None
-        described.append(f"{name}({transport}{':' + names if names else ''})")
-    return ",".join(described)
-
-
-def _sleep(seconds: float) -> Generator[Wait, Json | None, None]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        yield Wait(deadline=deadline)
-
-
-def _forever() -> Generator[Wait, Json | None, NoReturn]:
-    while True:
-        yield Wait()

@@ -1,12 +1,16 @@
-"""What the scripted agent says: ACP payloads, reply pieces, long lines, and reading answers to its requests."""
+"""What the scripted agent says: ACP payloads, reply pieces, long lines, reading answers to its
+requests, and the waits a turn yields."""
 
 from __future__ import annotations
+
+import time
 
 from remote_acp.testing._process import TYPE_CHECKING
 from remote_acp.testing._wire import PIECE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Generator, Iterable
+    from typing import NoReturn
 
     from remote_acp.testing._wire import Json
 
@@ -90,3 +94,39 @@ def describe_answer(answer: Json) -> tuple[str, str]:
     if isinstance(outcome, dict) and isinstance(outcome.get("outcome"), str):
         return "result", str(outcome["outcome"])
     return "result", "invalid"
+
+
+class Wait:
+    """What a suspended turn waits for: a deadline, the answer to one of our requests, or neither."""
+
+    __slots__ = ("deadline", "request_id")
+
+    def __init__(self, deadline: float | None = None, request_id: int | None = None) -> None:
+        self.deadline = deadline
+        self.request_id = request_id
+
+
+def describe_servers(servers: list[Json]) -> str:
+    """``name(transport)`` of each server, comma-separated (``none``); never a value of env or
+    headers, only their names, so a test can see what arrived without the agent echoing secrets."""
+    if not servers:
+        return "none"
+    described = []
+    for server in servers:
+        transport = server.get("type", "stdio") if isinstance(server, dict) else "?"
+        keys = server.get("env" if transport == "stdio" else "headers", []) if isinstance(server, dict) else []
+        names = "+".join(str(k.get("name")) for k in keys if isinstance(k, dict))
+        name = server.get("name") if isinstance(server, dict) else None
+        described.append(f"{name}({transport}{':' + names if names else ''})")
+    return ",".join(described)
+
+
+def sleep_steps(seconds: float) -> Generator[Wait, Json | None, None]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        yield Wait(deadline=deadline)
+
+
+def forever() -> Generator[Wait, Json | None, NoReturn]:
+    while True:
+        yield Wait()

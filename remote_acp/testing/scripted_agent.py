@@ -34,8 +34,9 @@ Directives, run in this order within a turn:
 - ``@exit-holding-stdout``: spawn a sleeping child that keeps stdout open, then exit 0.
 - ``@stop-reading``: a request_permission with a 4 MiB optionId, then stop reading stdin for good.
 - ``@never``: never answer the prompt (a cancel is still answered ``cancelled``).
-- ``@error=CODE``: answer the prompt with that JSON-RPC error ("scripted failure"); otherwise
-  answer ``{"stopReason": R}`` with R from ``@stop=R`` (default ``end_turn``).
+- ``@error=CODE``: answer the prompt with that JSON-RPC error ("scripted failure"; for ``-32000``
+  "Authentication required: ..."), whose ``data`` is ``--error-data``; otherwise answer
+  ``{"stopReason": R}`` with R from ``@stop=R`` (default ``end_turn``).
 - ``@ignore-cancel``: ``session/cancel`` is ignored for this turn.
 - ``@mcp-servers``: the reply is ``mcp servers: NAME(TRANSPORT:ENV+NAMES),...`` for the
   tool servers the session's latest session/new, load or resume carried (``none``); the names
@@ -51,7 +52,14 @@ import json
 import os
 import sys
 
-from remote_acp.testing._agent import ADVERTISABLE, SCRIPTED_FAILURE, Options, ScriptedAgent
+from remote_acp.testing._agent import (
+    ADVERTISABLE,
+    AUTH_MESSAGE,
+    AUTH_REQUIRED,
+    SCRIPTED_FAILURE,
+    Options,
+    ScriptedAgent,
+)
 from remote_acp.testing._process import TYPE_CHECKING, hard_exit, spawn_sleeper, write_text
 from remote_acp.testing._script import Script, build_plan
 from remote_acp.testing._wire import PIECE, Inbox, Wire
@@ -59,13 +67,11 @@ from remote_acp.testing._wire import PIECE, Inbox, Wire
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 __all__ = ["main"]
 
 FAULT_METHODS = {"initialize": "initialize", "new": "session/new"}
-AUTH_REQUIRED = -32000
-AUTH_MESSAGE = "Authentication required: scripted credential refusal"
 
 
 # --------------------------------------------------------------------------- command line
@@ -77,6 +83,24 @@ def _error_spec(text: str) -> tuple[int, str]:
     if not sep:
         message = AUTH_MESSAGE if code == AUTH_REQUIRED else SCRIPTED_FAILURE
     return code, message
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+def _auth_method(text: str) -> dict[str, Any]:
+    method = json.loads(text)
+    if not isinstance(method, dict):
+        raise ValueError("an auth method is a JSON object")
+    return method
+
+
+def _delay(text: str) -> tuple[str, float]:
+    method, sep, seconds = text.partition("=")
+    if not sep or not method or not float(seconds) >= 0:
+        raise ValueError(f"expected METHOD=SECONDS, got {text!r}")
+    return FAULT_METHODS.get(method, method), float(seconds)
 
 
 def _advertised(text: str) -> frozenset[str]:
@@ -130,6 +154,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stderr", default="scripted crash", metavar="TEXT", help="stderr text for --crash-at")
     p.add_argument(
         "--never-answer", metavar="METHOD", help="never answer this request (initialize, new, or any method name)"
+    )
+    p.add_argument(
+        "--answer-after",
+        type=_delay,
+        action="append",
+        default=[],
+        metavar="METHOD=SECONDS",
+        help="wait SECONDS, reading nothing, before handling METHOD (initialize, new, or any method name)",
+    )
+    p.add_argument("--error-data", type=_json, metavar="JSON", help="the data of every scripted error answer")
+    p.add_argument(
+        "--auth-method",
+        type=_auth_method,
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="an entry of initialize's authMethods (an object with id, name, description)",
     )
     p.add_argument("--load-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail session/load")
     p.add_argument("--resume-error", type=_error_spec, metavar="CODE[:MESSAGE]", help="fail session/resume")
@@ -197,6 +238,9 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespa
         session_id=args.session_id,
         script=script,
         mcp_transports=args.mcp,
+        error_data=args.error_data,
+        auth_methods=tuple(args.auth_method),
+        answer_after=dict(args.answer_after),
     )
     return options, args
 
