@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -89,9 +90,12 @@ def test_a_host_nobody_listens_on_is_unreachable_exit_20(env: dict[str, str]) ->
     assert obj["handshake"] is False and obj["os"] is None
     table = run(env, target, "--agent", "qwen --acp", "--workspace", "/w", "--connect-timeout", "5")
     assert table.returncode == 20
-    header, row = table.stdout.splitlines()
-    assert header.split()[:4] == ["host", "verdict", "reason", "fix"]
+    header, row, reason, fix = table.stdout.splitlines()
+    assert header.split()[:3] == ["host", "verdict", "latency"]
     assert row.startswith(target) and " unreachable " in row
+    assert all(len(line) <= 80 for line in (header, row))  # a pipe gets 80 columns, never wider rows
+    assert reason.startswith(f"{target} (unreachable): ") and "refused" in reason.lower()
+    assert fix == f"  fix: {obj['fix']}"
 
 
 def test_version_loads_neither_the_fleet_nor_hostinv() -> None:
@@ -170,3 +174,28 @@ def test_a_check_of_an_unchanged_inventory_loads_neither_yaml_nor_pydantic(env: 
     assert "hostinv.inventory.own_file" not in again
     inventory.write_text(inventory.read_text().replace("user: root", "user: ci"))
     assert "hostinv.inventory.own_file" in probe_only_modules(env, tmp_path, "b1", "--inventory", str(inventory))
+
+
+def test_json_streams_each_host_and_an_interrupt_keeps_what_is_known_exit_130(env: dict[str, str]) -> None:
+    refused = f"root@127.0.0.1:{closed_port()}"
+    with socket.socket() as silent:  # accepts (the kernel's backlog) and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        stalled = f"root@127.0.0.1:{silent.getsockname()[1]}"
+        args = [stalled, refused, "--agent", "qwen", "--workspace", "/w", "--json", "--no-handshake"]
+        with subprocess.Popen(
+            [*CLI, "check", "host", *args, "--connect-timeout", "60"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        ) as proc:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())  # out before the stalled host's verdict
+            assert (first["host"], first["verdict"], first["cause"]) == (refused, "unreachable", "connect_refused")
+            proc.send_signal(signal.SIGINT)
+            rest, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    (second,) = [json.loads(line) for line in rest.splitlines()]
+    assert (second["host"], second["verdict"], second["ready"]) == (stalled, "interrupted", False)
+    assert "Aborted" not in err

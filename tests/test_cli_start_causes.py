@@ -49,3 +49,20 @@ def test_a_missing_local_workspace_is_permanent_with_its_fix(tmp_path: object) -
         False,
     )
     assert result["fix"] == f"create the workspace (mkdir -p -- {missing}) or pass one that exists"
+
+
+def test_what_a_dying_agent_wrote_reaches_the_terminal_escaped() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J\rsession x: turn_completed"
+    agent = f"{sys.executable} -m remote_acp.testing.scripted_agent --crash-at initialize --stderr {hostile!r}"
+    done = subprocess.run(
+        [*CLI, "run", "--agent", agent, "--workspace", "/tmp", "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 5, done.stderr
+    assert "\x1b" not in done.stderr and "\r" not in done.stderr and "\x07" not in done.stderr
+    assert "\\x1b]0;pwned" in done.stderr  # said, as text
+    last = done.stderr.splitlines()[-2:]
+    assert last[0].startswith("remote-acp: session -: start_failed [port_exit: ")

@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from hostinv import Host
-from hostinv.probes.verdicts import VERDICT_CAUSE
 from hostinv.probes import ProbeReport, Verdict
+from hostinv.probes.verdicts import VERDICT_CAUSE
 from remote_acp.cli.check import render_json, render_table
 from remote_acp.fleet import (
     EXIT_SOME_NOT_READY,
     EXIT_SOME_UNREACHABLE,
     HandshakeFacts,
     HostCheck,
+    detail_lines,
     exit_status,
     table_rows,
 )
@@ -106,14 +107,25 @@ def test_the_probe_version_stands_in_when_there_was_no_handshake() -> None:
 
 def test_the_table_has_one_row_per_host_with_the_facts() -> None:
     rows = table_rows([ready(), failed(Verdict.AGENT_NOT_FOUND, "b2")])
-    assert rows[0] == (
-        "build-1", "ready", "qwen 0.9.1 answered initialize and opened a session", "", "250 ms",
-        "Linux/x86_64", "8", "0.50", "1/4", "qwen 0.9.2",
-    )  # fmt: skip
-    assert rows[1][:4] == ("b2", "agent_not_found", "agent_not_found on b2", "do this")
-    assert rows[1][5:] == ("", "", "", "", "")
+    assert rows[0] == ("build-1", "ready", "250 ms", "Linux/x86_64", "8", "0.50", "1/4", "qwen 0.9.2")
+    assert rows[1] == ("b2", "agent_not_found", "0 ms", "", "", "", "", "")
     cached = HostCheck(HOST, Verdict.READY, "ready", latency_s=0.1, probe_age_s=42.4)
-    assert table_rows([cached])[0][4] == "100 ms (cached 42s)"
+    assert table_rows([cached])[0][2] == "100 ms (cached 42s)"
+
+
+def test_the_reason_and_fix_of_each_host_not_ready_follow_whole() -> None:
+    long_fix = "ssh-keygen -f /home/u/.ssh/known_hosts -R '[build-7.example.internal]:2222' " + "x" * 200
+    check = HostCheck(Host(name="b2"), Verdict.HOST_KEY_CHANGED, "the key changed", fix=long_fix)
+    assert detail_lines([ready(), check]) == ["b2 (host_key_changed): the key changed", f"  fix: {long_fix}"]
+
+
+def test_what_a_host_or_agent_wrote_reaches_no_terminal_as_control() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J\rready  forged row"
+    shake = HandshakeFacts(hostile, "1.0\x1b[31m", auth_required=False)
+    check = HostCheck(Host(name="b"), Verdict.AGENT_FAILED, hostile, fix=hostile, handshake=shake)
+    text = "".join(table_rows([check])[0]) + "".join(detail_lines([check]))
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned" in text
 
 
 def test_the_rendered_table_shows_markup_as_text() -> None:

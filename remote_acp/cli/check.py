@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import click
 
+from .exit_codes import EXIT_INTERRUPTED
 from .inventory import _PATH, InventoryFileError
+from .jsonl import json_line
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from rich.progress import Progress
 
@@ -195,15 +197,32 @@ def check_host(
         progress=sys.stderr.isatty(),
     )
     _quiet_session_warnings()
-    checks = anyio.run(_check, request)
-    try:
-        if as_json:
-            sys.stdout.write(render_json(checks))
-        else:
-            from rich.console import Console
+    done: dict[str, HostCheck] = {}
 
-            # a pipe gets whole lines, not a table cut to 80 columns
-            Console(width=None if sys.stdout.isatty() else 1000).print(render_table(checks))
+    def finished(check: HostCheck) -> None:
+        done[check.host.name] = check
+        if as_json:  # each host as it finishes, not held until the slowest one ends
+            _write(render_json([check]))
+
+    interrupted = False
+    try:
+        anyio.run(_check, replace(request, on_done=finished))
+    except KeyboardInterrupt:
+        interrupted = True  # what is known is printed; the hosts still running are marked
+    left = [h for h in hosts if h.name not in done]
+    if as_json:
+        _write("".join(json_line(_interrupted(h)) + "\n" for h in left))
+    else:
+        checks = [done[h.name] for h in hosts if h.name in done]
+        _write_table(checks, left)
+    if interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(exit_status(done.values()))
+
+
+def _write(text: str) -> None:
+    try:
+        sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         from .inventory import _gone
@@ -211,7 +230,32 @@ def check_host(
         _gone()
     except OSError as exc:
         raise InventoryFileError(f"cannot write the output: {exc}") from None
-    sys.exit(exit_status(checks))
+
+
+def _interrupted(host: Host) -> dict[str, object]:
+    """The JSON line of a host whose check an interrupt cut short."""
+    return {
+        "type": "host_check",
+        "host": host.name,
+        "destination": host.destination,
+        "verdict": "interrupted",
+        "ready": False,
+        "message": "the check was interrupted before this host's verdict",
+    }
+
+
+def _write_table(checks: Sequence[HostCheck], left: Sequence[Host]) -> None:
+    """The summary table (80 columns on a pipe, the terminal's width on one), then a line per
+    host that is not ready and its fix, whole: a fix is copied and run as printed."""
+    from rich.console import Console
+
+    from ..fleet.report import detail_lines
+
+    console = Console(width=None if sys.stdout.isatty() else 80, highlight=False, soft_wrap=False)
+    with console.capture() as captured:
+        console.print(render_table(checks, left))
+    details = detail_lines(checks) + [f"{h.name} (interrupted): not checked" for h in left]
+    _write(captured.get() + "".join(line + "\n" for line in details))
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +271,7 @@ class _Request:
     policy: str | None
     max_age: float
     progress: bool
+    on_done: Callable[[HostCheck], None] | None = None
 
 
 async def _check(request: _Request) -> list[HostCheck]:
@@ -273,6 +318,11 @@ async def _check(request: _Request) -> list[HostCheck]:
             on_done=probed,
         )
 
+    def checked(check: HostCheck) -> None:
+        seen(check.host.name, check.ready, True)
+        if request.on_done is not None:
+            request.on_done(check)
+
     if progress is not None:
         progress.start()
     try:
@@ -288,7 +338,7 @@ async def _check(request: _Request) -> list[HostCheck]:
             cache=cache,
             max_age_s=request.max_age,
             agent_program=request.program,
-            on_done=lambda c: seen(c.host.name, c.ready, True),
+            on_done=checked,
         )
     finally:
         if progress is not None:
@@ -328,16 +378,20 @@ def render_json(checks: Sequence[HostCheck]) -> str:
     return "".join(json_line(c.to_json()) + "\n" for c in checks)
 
 
-def render_table(checks: Sequence[HostCheck]) -> object:
-    """The rich table of the checks (cells as text: a '[' in a message is no style tag)."""
+def render_table(checks: Sequence[HostCheck], interrupted: Sequence[Host] = ()) -> object:
+    """The rich summary table of the checks (cells as text: a '[' in a message is no style tag;
+    a narrow terminal folds cells, never cuts them)."""
     from rich.table import Table
     from rich.text import Text
 
     from ..fleet.report import TABLE_COLUMNS, table_rows
 
-    styles = {"ready": "green", "unreachable": "red", "auth_failed": "red"}
-    table = Table(*TABLE_COLUMNS, box=None, pad_edge=False)
-    for row in table_rows(checks):
+    styles = {"ready": "green", "unreachable": "red", "auth_failed": "red", "interrupted": "red"}
+    table = Table(box=None, pad_edge=False)
+    for column in TABLE_COLUMNS:
+        table.add_column(column, overflow="fold")
+    rows = table_rows(checks) + [(h.name, "interrupted", *[""] * (len(TABLE_COLUMNS) - 2)) for h in interrupted]
+    for row in rows:
         cells = [Text(cell) for cell in row]
         cells[1].stylize(styles.get(row[1], "yellow"))
         table.add_row(*cells)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event, Malformed, Notification, OtherMessage, SessionStarted, TokenUsage, ToolResult, TurnEnded
+from ..masking import escape_control
 from .jsonl import json_line
 from .streams import Output, OutputError
 
@@ -58,11 +59,14 @@ class HumanRenderer:
         self._text_open = False
 
     def _encode(self, text: str) -> bytes:
-        return text.encode(self._encoding, "replace")
+        # The agent's reply keeps its lines and tabs; nothing it sends drives the terminal (a
+        # title, a cleared screen, a carriage return over the line before).
+        return escape_control(text, keep_newlines=True).encode(self._encoding, "replace")
 
     def _encode_note(self, text: str) -> bytes:
-        # As Python's own stderr does: what cannot be encoded stays legible as an escape.
-        return f"remote-acp: {text}\n".encode(self._encoding, "backslashreplace")
+        # As Python's own stderr does: what cannot be encoded stays legible as an escape. A notice
+        # quotes what an agent or a host wrote (names, messages, stderr): one line, escaped.
+        return f"remote-acp: {escape_control(text)}\n".encode(self._encoding, "backslashreplace")
 
     async def _end_text(self) -> None:
         if self._text_open:

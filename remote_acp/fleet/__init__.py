@@ -17,6 +17,7 @@ from .report import (
     HandshakeFacts,
     HostCheck,
     ProbeResult,
+    detail_lines,
     exit_status,
     table_rows,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "host_config_text",
     "host_target",
     "rank_hosts",
+    "detail_lines",
     "table_rows",
 ]
 

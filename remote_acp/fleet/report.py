@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from hostinv.causes import CAUSES, Cause
 from hostinv.probes import CONNECTION_VERDICTS, Verdict
 
+from ..masking import escape_control
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -32,6 +34,7 @@ __all__ = [
     "HandshakeFacts",
     "HostCheck",
     "ProbeResult",
+    "detail_lines",
     "exit_status",
     "table_rows",
 ]
@@ -151,43 +154,45 @@ def exit_status(checks: Iterable[HostCheck]) -> int:
     return EXIT_SOME_UNREACHABLE if verdicts <= CONNECTION_VERDICTS else EXIT_SOME_NOT_READY
 
 
-TABLE_COLUMNS: Final = (
-    "host",
-    "verdict",
-    "reason",
-    "fix",
-    "latency",
-    "os/arch",
-    "cores",
-    "load",
-    "slots",
-    "agent",
-)
+TABLE_COLUMNS: Final = ("host", "verdict", "latency", "os/arch", "cores", "load", "slots", "agent")
+"""The summary table's columns: short facts only, so a row fits 80 columns; what a host said and
+what to do about it follow the table, a line each (:func:`detail_lines`), never cut."""
 
 
 def table_rows(checks: Sequence[HostCheck]) -> list[tuple[str, ...]]:
-    """The table's cells per host (in the order given: the inventory's), as plain text."""
+    """The table's cells per host (in the order given: the inventory's), as plain text with
+    whatever a host or an agent wrote escaped (no terminal control reaches the screen)."""
     rows: list[tuple[str, ...]] = []
     for c in checks:
         r = c.report
         system = "/".join(p for p in (r.os, r.arch) if p) if r else ""
         load = f"{r.load[0]:.2f}" if r and r.load else ""
         age = f" (cached {c.probe_age_s:.0f}s)" if c.probe_age_s is not None else ""
-        rows.append(
-            (
-                c.host.name,
-                c.verdict.value,
-                c.message,
-                c.fix or "",
-                f"{c.latency_s * 1000:.0f} ms{age}",
-                system,
-                str(r.cores) if r and r.cores is not None else "",
-                load,
-                f"{r.slots_held}/{c.host.capacity}" if r and r.slots_held is not None else "",
-                _agent(c),
-            )
+        cells = (
+            c.host.name,
+            c.verdict.value,
+            f"{c.latency_s * 1000:.0f} ms{age}",
+            system,
+            str(r.cores) if r and r.cores is not None else "",
+            load,
+            f"{r.slots_held}/{c.host.capacity}" if r and r.slots_held is not None else "",
+            _agent(c),
         )
+        rows.append(tuple(escape_control(cell) for cell in cells))
     return rows
+
+
+def detail_lines(checks: Sequence[HostCheck]) -> list[str]:
+    """For each host that is not ready: ``host (verdict): reason``, then ``  fix: ...`` when there
+    is one; whole (a fix is copied and run as printed), escaped."""
+    lines: list[str] = []
+    for c in checks:
+        if c.ready:
+            continue
+        lines.append(escape_control(f"{c.host.name} ({c.verdict.value}): {c.message}"))
+        if c.fix:
+            lines.append("  fix: " + escape_control(c.fix))
+    return lines
 
 
 def _agent(check: HostCheck) -> str:
