@@ -12,6 +12,13 @@ fields, ``remote_acp_capacity`` its capacity; the rest are Ansible's business an
 host whose ``ansible_connection`` is not ssh (``local``, ``docker``...) is left out with a note.
 Host ranges (``web[01:03]``, ``db-[a:c]``, with an optional step) are expanded. ``host_vars/``
 and ``group_vars/`` directories are not read.
+
+An inventory is hostile until bounded: a range pattern is sized before it is expanded
+(``h[0:99][0:99][0:99][0:99]`` is 10^8 names in 26 bytes), and a file may name at most
+:data:`MAX_HOSTS` hosts, each pattern too, and :data:`MAX_HOST_ENTRIES` host entries (a host
+listed in several groups counts once per group); over that it is refused, not truncated. A value
+read into a host's field must be a scalar: a list or mapping is refused before anything turns it
+into text (an aliased YAML tree is tiny in memory and enormous as a string).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import re
 import shlex
 import string
 from dataclasses import dataclass, field
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -28,7 +36,22 @@ from ..errors import InventoryInvalid
 from ..models import Host, Inventory
 from .yaml_text import key_path, line_of, load_yaml
 
-__all__ = ["expand_host_range", "parse_ansible", "parse_ansible_ini", "parse_ansible_yaml"]
+__all__ = [
+    "MAX_HOSTS",
+    "MAX_HOST_ENTRIES",
+    "expand_host_range",
+    "parse_ansible",
+    "parse_ansible_ini",
+    "parse_ansible_yaml",
+]
+
+MAX_HOSTS: Final = 10_000
+"""Most hosts one inventory file, or one range pattern, may name: a fleet, not a data centre's
+every address; far past it, expanding and resolving would eat time and memory unbounded."""
+MAX_HOST_ENTRIES: Final = 100_000
+"""Most host entries a file may hold, a host counted once for each group that lists it."""
+_SHOWN: Final = 80
+"""How much of an unexpected value a note quotes."""
 
 _FIELDS = {
     "ansible_host": "address",
@@ -59,7 +82,7 @@ class _Value:
 
 @dataclass
 class _Group:
-    hosts: list[str] = field(default_factory=list)
+    hosts: dict[str, None] = field(default_factory=dict)  # ordered, with a constant-time membership test
     vars: dict[str, _Value] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
 
@@ -70,15 +93,26 @@ class _Picture:
     text: str
     groups: dict[str, _Group] = field(default_factory=lambda: {"all": _Group(), "ungrouped": _Group()})
     host_vars: dict[str, dict[str, _Value]] = field(default_factory=dict)
+    direct: dict[str, list[str]] = field(default_factory=dict)
+    """Each host's groups as listed, in the order first seen."""
+    entries: int = 0
 
     def group(self, name: str) -> _Group:
         return self.groups.setdefault(name, _Group())
 
-    def add_host(self, group: str, name: str, variables: dict[str, _Value]) -> None:
+    def add_host(self, group: str, name: str, variables: dict[str, _Value]) -> str | None:
+        """Add ``name`` to ``group``; the reason it cannot be, when a bound is reached."""
+        self.entries += 1
+        if self.entries > MAX_HOST_ENTRIES:
+            return f"the file lists over {MAX_HOST_ENTRIES} host entries"
+        if name not in self.host_vars and len(self.host_vars) >= MAX_HOSTS:
+            return f"the file names over {MAX_HOSTS} hosts"
         hosts = self.group(group).hosts
         if name not in hosts:
-            hosts.append(name)
+            hosts[name] = None
+            self.direct.setdefault(name, []).append(group)
         self.host_vars.setdefault(name, {}).update(variables)
+        return None
 
 
 def parse_ansible(text: str, source: str) -> Inventory:
@@ -143,7 +177,8 @@ def parse_ansible_ini(text: str, source: str) -> Inventory:
                 own = dict(variables)
                 if port is not None:
                     own.setdefault("ansible_port", _Value(port, number))
-                picture.add_host(section, name, own)
+                if (full := picture.add_host(section, name, own)) is not None:
+                    raise InventoryInvalid(source, full, line=number)
     return _resolve(picture)
 
 
@@ -195,7 +230,8 @@ def _yaml_group(picture: _Picture, text: str, name: str, body: object, loc: tupl
         for host in expanded:
             host_name, port = _host_port(host)
             with_port = own if port is None else {"ansible_port": _Value(port, None, where), **own}
-            picture.add_host(name, host_name, with_port)
+            if (full := picture.add_host(name, host_name, with_port)) is not None:
+                raise _shape(picture, text, where, full)
     for child, child_body in children.items():
         if str(child) not in group.children:
             group.children.append(str(child))
@@ -206,32 +242,54 @@ def _shape(picture: _Picture, text: str, loc: tuple[str, ...], reason: str) -> I
     return InventoryInvalid(picture.source, reason, line=line_of(text, loc), key=key_path(loc))
 
 
-def expand_host_range(pattern: str) -> list[str]:
+def expand_host_range(pattern: str, *, limit: int = MAX_HOSTS) -> list[str]:
     """Ansible's host ranges: ``web[01:03]`` -> web01, web02, web03 (zero padding kept);
     ``db-[a:c]`` -> db-a, db-b, db-c; ``[0:10:5]`` steps by 5. Several ranges multiply.
 
-    :raises ValueError: a range whose ends are of different kinds, reversed, or a zero step.
+    The names are counted (the product of the ranges' sizes) before any is made.
+
+    :raises ValueError: a range whose ends are of different kinds, reversed, or a zero step; or
+        a pattern naming more than ``limit`` hosts.
     """
-    match = _RANGE.search(pattern)
-    if match is None:
+    literals: list[str] = []
+    ranges: list[range | str] = []  # numbers (with a zero-padding width below) or letters
+    widths: list[int] = []
+    count, pos = 1, 0
+    for match in _RANGE.finditer(pattern):
+        start, end, step_text = match.groups()
+        step = int(step_text) if step_text else 1
+        if step < 1:
+            raise ValueError(f"the range [{start}:{end}:{step}] has a zero step")
+        items: range | str
+        if start.isdigit() and end.isdigit():
+            if int(start) > int(end):
+                raise ValueError(f"the range [{start}:{end}] is reversed")
+            items = range(int(start), int(end) + 1, step)  # sized without being built
+            widths.append(len(start) if start.startswith("0") else 0)
+        elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
+            if start > end:
+                raise ValueError(f"the range [{start}:{end}] is reversed")
+            items = "".join(chr(c) for c in range(ord(start), ord(end) + 1, step))
+            widths.append(0)
+        else:
+            raise ValueError(f"the range [{start}:{end}] mixes digits and letters or spans several letters")
+        count *= len(items)
+        if count > limit:
+            raise ValueError(f"the pattern names over {limit} hosts (the bound of one inventory)")
+        literals.append(pattern[pos : match.start()])
+        ranges.append(items)
+        pos = match.end()
+    if not ranges:
         return [pattern]
-    start, end, step_text = match.groups()
-    step = int(step_text) if step_text else 1
-    if step < 1:
-        raise ValueError(f"the range [{start}:{end}:{step}] has a zero step")
-    if start.isdigit() and end.isdigit():
-        width = len(start) if start.startswith("0") else 0
-        if int(start) > int(end):
-            raise ValueError(f"the range [{start}:{end}] is reversed")
-        items = [str(i).zfill(width) for i in range(int(start), int(end) + 1, step)]
-    elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
-        if start > end:
-            raise ValueError(f"the range [{start}:{end}] is reversed")
-        items = [chr(c) for c in range(ord(start), ord(end) + 1, step)]
-    else:
-        raise ValueError(f"the range [{start}:{end}] mixes digits and letters or spans several letters")
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    return [head + item + rest for item, rest in itertools.product(items, expand_host_range(tail))]
+    choices = [
+        [str(i).zfill(width) for i in items] if isinstance(items, range) else list(items)
+        for items, width in zip(ranges, widths, strict=True)
+    ]
+    tail = pattern[pos:]
+    return [
+        "".join(p for pair in zip(literals, combo, strict=True) for p in pair) + tail
+        for combo in itertools.product(*choices)
+    ]
 
 
 def _expand(pattern: str, source: str, line: int | None) -> list[str]:
@@ -259,18 +317,33 @@ def _unquote(value: str) -> str:
 
 
 def _depths(picture: _Picture) -> dict[str, int]:
-    """Each group's depth below ``all`` (the longest path, so a child is always deeper than its parents)."""
-    depth = {"all": 0}
-    for _ in range(len(picture.groups) + 1):  # relaxation; a cycle is cut by the bound
-        changed = False
-        for name, group in picture.groups.items():
-            for child in group.children:
-                if child != "all" and depth.get(child, -1) < depth.get(name, 0) + 1:
-                    depth[child] = depth.get(name, 0) + 1
-                    changed = True
-        if not changed:
-            break
-    return {name: depth.get(name, 1) for name in picture.groups}
+    """Each group's depth below ``all``: the longest path from a group with no parent (``all``
+    among them), those groups themselves at 1 but ``all`` at 0.
+
+    :raises InventoryInvalid: groups that are their own ancestors (Ansible refuses them too).
+    """
+    waiting = dict.fromkeys(picture.groups, 0)  # parents not yet placed
+    for group in picture.groups.values():
+        for child in group.children:
+            if child != "all":
+                waiting[child] += 1
+    roots = [name for name, count in waiting.items() if count == 0]
+    depth = dict.fromkeys(roots, 0)  # a root's children are at 1, as are the roots themselves
+    ready = list(roots)
+    while ready:  # parents before children: each edge is followed once
+        name = ready.pop()
+        for child in picture.groups[name].children:
+            if child == "all":
+                continue
+            depth[child] = max(depth.get(child, 0), depth[name] + 1)
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    looped = sorted(name for name, count in waiting.items() if count > 0)
+    if looped:
+        shown = ", ".join(looped[:5]) + (", ..." if len(looped) > 5 else "")
+        raise InventoryInvalid(picture.source, f"groups that are their own ancestors through children: {shown}")
+    return {name: depth[name] or (0 if name == "all" else 1) for name in picture.groups}
 
 
 def _resolve(picture: _Picture) -> Inventory:
@@ -279,30 +352,42 @@ def _resolve(picture: _Picture) -> Inventory:
         for child in group.children:
             parents.setdefault(child, set()).add(name)
     depth = _depths(picture)
-    order = list(dict.fromkeys(h for g in picture.groups.values() for h in g.hosts))
     hosts: list[Host] = []
     notes: list[str] = []
-    for name in order:
-        direct = [g for g, group in picture.groups.items() if name in group.hosts]
-        member: set[str] = set()
-        todo = list(direct)
-        while todo:
-            group_name = todo.pop()
-            if group_name not in member:
-                member.add(group_name)
-                todo.extend(parents.get(group_name, ()))
-        member.discard("all")
-        if member - {"ungrouped"}:
-            member.discard("ungrouped")
-        else:
-            member = {"ungrouped"}
-        ranked = sorted(member, key=lambda g: (depth[g], g))
-        variables: dict[str, _Value] = {}
-        for layer in (picture.groups["all"].vars, *(picture.groups[g].vars for g in ranked), picture.host_vars[name]):
-            variables.update({_ALIASES.get(k, k): v for k, v in layer.items()})
+    layered: dict[tuple[str, ...], tuple[list[str], dict[str, _Value]]] = {}  # hosts in the same groups share this
+    for name, direct in picture.direct.items():
+        if tuple(direct) not in layered:
+            member: set[str] = set()
+            todo = list(direct)
+            while todo:
+                group_name = todo.pop()
+                if group_name not in member:
+                    member.add(group_name)
+                    todo.extend(parents.get(group_name, ()))
+            member.discard("all")
+            if member - {"ungrouped"}:
+                member.discard("ungrouped")
+            else:
+                member = {"ungrouped"}
+            ranked = sorted(member, key=lambda g: (depth[g], g))
+            from_groups: dict[str, _Value] = {}
+            for layer in (picture.groups["all"].vars, *(picture.groups[g].vars for g in ranked)):
+                from_groups.update({_ALIASES.get(k, k): v for k, v in layer.items()})
+            layered[tuple(direct)] = ranked, from_groups
+        ranked, from_groups = layered[tuple(direct)]
+        variables = {**from_groups, **{_ALIASES.get(k, k): v for k, v in picture.host_vars[name].items()}}
+        for var in ("ansible_connection", *_FIELDS):
+            origin = variables.get(var)
+            if origin is not None and isinstance(origin.value, (dict, list, tuple, set)):
+                kind = "mapping" if isinstance(origin.value, dict) else "list"
+                line = origin.line or line_of(picture.text, origin.loc)
+                key = key_path(origin.loc) if origin.loc else None
+                reason = f"host {name}: {var}: a single value is expected, not a {kind}"
+                raise InventoryInvalid(picture.source, reason, line=line, key=key)
         connection = variables.get("ansible_connection")
         if connection is not None and str(connection.value) not in _SSH_CONNECTIONS:
-            notes.append(f"{picture.source}: host {name} left out: ansible_connection={connection.value} is not ssh")
+            shown = str(connection.value)[:_SHOWN]
+            notes.append(f"{picture.source}: host {name} left out: ansible_connection={shown} is not ssh")
             continue
         chosen = {target: variables[var] for var, target in _FIELDS.items() if var in variables}
         values = {k: (str(v.value) if k != "capacity" else v.value) for k, v in chosen.items()}

@@ -7,7 +7,7 @@ path, so a bad port is reported at the line that holds it, not only by its path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import yaml
 
@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 
     from pydantic import ValidationError
 
-__all__ = ["invalid_from_validation", "key_path", "line_of", "load_yaml"]
+__all__ = ["MAX_EXPANDED_NODES", "invalid_from_validation", "key_path", "line_of", "load_yaml"]
+
+MAX_EXPANDED_NODES: Final = 1_000_000
+"""Most nodes a document may hold with every alias expanded: ample for the largest inventory
+the host caps allow (10,000 hosts with their variables), far below what makes a walk hurt."""
 
 
 def load_yaml(text: str, source: str) -> object:
@@ -26,14 +30,61 @@ def load_yaml(text: str, source: str) -> object:
 
     :raises InventoryInvalid: a syntax error, with the line pyyaml reports.
     """
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, source)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise InventoryInvalid(source, "the document is nested too deeply to read") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         reason = " ".join(part for part in (exc.context, exc.problem) if part) or "not valid YAML"
         raise InventoryInvalid(source, reason, line=None if mark is None else mark.line + 1) from None
     except yaml.YAMLError as exc:  # no mark: an encoding or reader error
         raise InventoryInvalid(source, str(exc)) from None
+    finally:
+        loader.dispose()
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root: yaml.Node, source: str) -> None:
+    """Refuse a document whose alias-expanded size is over :data:`MAX_EXPANDED_NODES`.
+
+    Each distinct node is visited once (an alias is the very node it names), sizes memoized, so
+    the check costs the document's size, not its expansion. Iterative: no depth limit of its own.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # started, not finished: the ancestors of what is visited
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > MAX_EXPANDED_NODES:
+                raise InventoryInvalid(
+                    source,
+                    f"with its aliases expanded, this value holds over {MAX_EXPANDED_NODES} nodes",
+                    line=node.start_mark.line + 1,
+                )
+            sizes[key] = size
+        elif key in open_nodes:
+            raise InventoryInvalid(source, "an alias refers to a value that contains it", line=node.start_mark.line + 1)
+        elif key not in sizes:
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
 
 
 def line_of(text: str, loc: Sequence[str | int]) -> int | None:
