@@ -1,18 +1,32 @@
 """Sessions placed on the fleet: a pool of hosts that hands out sessions on ready ones.
 
-:class:`HostPool` probes its hosts (``hostinv``: login, workspace, agent, load, the agent slots
-held), ranks the ready ones (:func:`rank_hosts`: a free slot first, then the lowest load per
-core, then the most free slots, then inventory order) and starts the session on the first. A
-start that fails with a retryable kind (the host went down, its slots filled since the probe,
-the agent died starting) falls over to the next host, at most ``max_attempts`` hosts in all; a
-permanent failure (a workspace path no host could take, a refused credential) is raised as it is.
+:class:`HostPool` keeps a view of each host for an agent and a workspace (``hostinv``'s probe:
+login, workspace, agent, load, the agent slots held), ranks the ready ones (:func:`rank_hosts`:
+a free slot first, then the lowest load per core, then the most free slots, then inventory
+order) and starts the session on the first. It works on asyncio and trio alike.
+
+- **Reservations.** A placement reserves its host in the pool before it starts, so placements
+  made at once see each other and spread over the free slots.
+- **One login per placement on a warm pool.** The session's own login runs the probe before the
+  agent starts (:class:`~remote_acp.fleet.login_probe.LoginProbe` as the ssh preflight), and what
+  it finds (load, slots held, a host gone not ready) becomes the pool's view of that host. The
+  hosts are probed over asyncssh only when the pool has no fresh view of them
+  (``probe_max_age_s``); concurrent probes of one host share one connection.
+- **Failover.** A start that fails on a host falls over to the next host the pool believes free,
+  whatever the cause (a missing workspace or a changed key on one host may not hold on another),
+  except the caller's own mistakes (``config_invalid``, ``misuse``). Each host is tried once per
+  placement; when none is left, :func:`placement_error` names every host and why.
+- **Hosts that went away.** A connection-level failure (a cause whose verdict is
+  ``unreachable``) keeps the host out of the ranking at once, for ``down_backoff_s`` doubling
+  while it stays down; :meth:`HostPool.invalidate` drops what the pool knows of a host.
+- **Waiting for a slot.** ``wait_for_slot_s`` waits, bounded and cancellable, while hosts of the
+  pool are at capacity, instead of failing at once.
 
 Capacity holds across processes because it is kept on the hosts: every session the pool starts
 takes one of its host's agent slots there (:attr:`~remote_acp.targets.ssh.SshSettings.capacity`,
-lock files the kernel releases when the session's processes end), so two schedulers sharing a
-fleet never run more agents on a host than its capacity, with no coordinator. The ranking's own
-count is an estimate (the probe's count, adjusted by the sessions this pool opened and closed
-since); the host's slots are the truth.
+lock files the kernel releases when the session's processes end). The pool's count is an estimate
+(the last probe's count, adjusted by the sessions this pool started and ended since); an estimate
+too low costs one refused login, which corrects it.
 """
 
 from __future__ import annotations
@@ -25,40 +39,37 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
 from hostinv.causes import CAUSES
 from hostinv.probes import ProbeSettings, Verdict
 
-from ..errors import Cause, ErrorFacts, ErrorKind, PlacementAttempt, RemoteAcpError
+from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..logs import get_logger
 from ..session.core import open_session
 from ..targets.ssh import SshSettings
 from ..targets.ssh_script import SLOT_DIR_PREFIX
 from .cache import resolve_cache_dir
 from .check import host_target
+from .login_probe import LoginProbe
+from .ranking import free_slots, placement_error, rank_hosts, unplaced_error
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from hostinv import Host
     from hostinv.probes import HostProbe
 
     from ..options import SessionOptions
     from ..session.core import Session
-    from .report import ProbeResult
 
-__all__ = ["Attempt", "HostPool", "Placement", "rank_hosts"]
+__all__ = ["Attempt", "HostPool", "Placement", "SlotWait", "placement_error", "rank_hosts"]
 
 log = get_logger("remote_acp.fleet.pool")
 
-DEFAULT_MAX_ATTEMPTS: Final = 3
-# The session error kind a probe's verdict stands for, when the probe already refused the host.
-_VERDICT_KIND: Final = {
-    Verdict.AGENT_NOT_FOUND: ErrorKind.AGENT_NOT_FOUND,
-    Verdict.WORKSPACE_INVALID: ErrorKind.INVALID_WORKSPACE_CWD,
-    Verdict.CREDENTIAL_UNVERIFIED: ErrorKind.CREDENTIAL_UNVERIFIED,
-    Verdict.HANDSHAKE_TIMEOUT: ErrorKind.RESPONSE_TIMEOUT,
-    Verdict.INCOMPATIBLE_PROTOCOL: ErrorKind.RESPONSE_ERROR,
-}
+MAX_DOWN_BACKOFF_S: Final = 300.0
+# The caller's own mistakes: no other host would take the session either.
+_CALLERS: Final = frozenset({Cause.CONFIG_INVALID, Cause.MISUSE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,34 +89,48 @@ class Placement:
     failed: tuple[Attempt, ...] = ()
 
 
-def rank_hosts(probes: Sequence[ProbeResult], opened: Mapping[str, int] | None = None) -> list[Host]:
-    """The ready hosts of ``probes``, best first: a free agent slot first, then the lowest load
-    per core, then the most free slots, then the order given (the inventory's). Pure.
+@dataclass(frozen=True, slots=True)
+class SlotWait:
+    """Progress of a placement waiting for a free slot (``on_wait``): seconds waited so far,
+    seconds left of the wait, and the hosts at capacity."""
 
-    A host's free slots are its capacity less the slots its probe counted held, less
-    ``opened[name]`` (sessions started there since the probe; negative when some ended). A host
-    that cannot count its slots (no ``/proc/locks``) is taken to have them all free: its own
-    slots still refuse a start past its capacity.
-    """
-    opened = opened or {}
-    ranked: list[tuple[bool, float, int, int, Host]] = []
-    for index, probe in enumerate(probes):
-        if probe.verdict is not Verdict.READY:
-            continue
-        host, report = probe.host, probe.report
-        held = (report.slots_held or 0) if report is not None else 0
-        free = host.capacity - max(0, held + opened.get(host.name, 0))
-        per_core = report.load_per_core if report is not None else None
-        ranked.append((free <= 0, math.inf if per_core is None else per_core, -free, index, host))
-    ranked.sort(key=lambda entry: entry[:4])
-    return [entry[4] for entry in ranked]
+    waited_s: float
+    left_s: float
+    full: tuple[str, ...]
 
 
 @dataclass
-class _Probed:
-    results: list[HostProbe]
-    at: float
-    opened_then: Counter[str]
+class _View:
+    """What the pool knows of one host for one agent and workspace."""
+
+    probe: HostProbe | None = None
+    at: float = -math.inf  # when the probe saw the host
+    base: int = 0  # this pool's sessions on the host then (started or starting)
+    down_until: float = -math.inf
+    downs: int = 0  # connection-level failures in a row
+    inflight: anyio.Event | None = None  # a probe under way (single flight)
+
+
+@dataclass
+class _Observed:
+    """A session's login probe (its preflight), noting when it saw the host and the pool's count."""
+
+    probe: LoginProbe
+    count: Callable[[], int]
+    at: float = -math.inf
+    base: int = 0
+
+    @property
+    def script(self) -> str:
+        return self.probe.script
+
+    @property
+    def bound_ms(self) -> int:
+        return self.probe.bound_ms
+
+    def admit(self, printed: bytes) -> RemoteAcpError | None:
+        self.at, self.base = time.monotonic(), self.count() - 1  # less this session's reservation
+        return self.probe.admit(printed)
 
 
 @dataclass
@@ -114,24 +139,37 @@ class HostPool:
 
     ``settings``: how ``ssh`` runs for every session (each host's inventory settings and capacity
     are added to them). ``probe_settings``: how hosts are probed (default: the same ssh_config and
-    host key policy, and the agent slots counted). ``probe_max_age_s``: how long a probe of the
-    hosts is reused for later placements (0: every placement probes again). ``max_attempts``:
-    hosts tried per placement.
+    host key policy, and the agent slots counted). ``probe_max_age_s``: how long the pool's view
+    of a host is used before it probes the host again (a session's login renews it).
+    ``max_attempts``: starts tried per placement (``None``: each host once, and with a wait, once
+    more each time a slot frees). ``down_backoff_s``: how long a host that could not be reached is
+    left out, doubled each time it still cannot be. ``slot_poll_s``: while a placement waits for a
+    slot, how often hosts at capacity are probed again (slots freed by other controllers).
+    ``concurrency``: probes at once.
     """
 
     hosts: Sequence[Host]
     settings: SshSettings = field(default_factory=SshSettings)
     probe_settings: ProbeSettings | None = None
-    probe_max_age_s: float = 0.0
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    probe_max_age_s: float = 30.0
+    max_attempts: int | None = None
     concurrency: int = 32
-    _opened: Counter[str] = field(default_factory=Counter, init=False, repr=False)
-    _probed: dict[tuple[str, str], _Probed] = field(default_factory=dict, init=False, repr=False)
+    down_backoff_s: float = 10.0
+    slot_poll_s: float = 2.0
+    _running: Counter[str] = field(default_factory=Counter, init=False, repr=False)
+    _starting: Counter[str] = field(default_factory=Counter, init=False, repr=False)
+    _tries: Counter[str] = field(default_factory=Counter, init=False, repr=False)
+    _views: dict[tuple[str, str], dict[str, _View]] = field(default_factory=dict, init=False, repr=False)
+    _changed: anyio.Event | None = field(default=None, init=False, repr=False)
+    _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+    _per_address: dict[tuple[str, int | None], anyio.Semaphore] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.hosts:
             raise ValueError("a host pool needs at least one host")
-        if self.max_attempts < 1:
+        if len({h.name for h in self.hosts}) != len(self.hosts):
+            raise ValueError("the hosts of a pool need distinct names")
+        if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         if self.probe_settings is None:
             policy = self.settings.host_key_policy
@@ -146,125 +184,284 @@ class HostPool:
     @property
     def opened(self) -> Mapping[str, int]:
         """Sessions this pool holds open now, by host name."""
-        return {name: count for name, count in self._opened.items() if count}
+        return {name: count for name, count in self._running.items() if count}
+
+    @property
+    def tries(self) -> Mapping[str, int]:
+        """Session starts this pool has attempted, by host name (successful or not)."""
+        return dict(self._tries)
+
+    def invalidate(self, host_name: str) -> None:
+        """Forget what the pool knows of ``host_name`` (its probes, its backoff): the next
+        placement probes it again before trying it. For a caller that saw it fail (a lost link)."""
+        for views in self._views.values():
+            view = views.get(host_name)
+            if view is not None and view.inflight is None:
+                views[host_name] = _View()
+        self._notify()
 
     async def probe(self, agent_program: str, workspace: str) -> list[HostProbe]:
-        """Every host's probe for ``agent_program`` in ``workspace``, reused while fresh."""
-        from hostinv.probes import probe_hosts
-
+        """Every host's probe for ``agent_program`` in ``workspace``: the pool's view, probed
+        again where it is older than ``probe_max_age_s`` (one probe per host however many ask)."""
+        _carriable(agent_program, workspace)
         key = (agent_program, workspace)
-        kept = self._probed.get(key)
-        if kept is not None and time.monotonic() - kept.at <= self.probe_max_age_s:
-            return kept.results
-        assert self.probe_settings is not None
-        results = await probe_hosts(
-            self.hosts, agent_program, workspace, self.probe_settings, concurrency=self.concurrency
-        )
-        self._probed[key] = _Probed(results, time.monotonic(), Counter(self._opened))
-        return results
+        await self._refresh(key)
+        views = self._views[key]
+        return [views[h.name].probe or self._unknown(h) for h in self.hosts]
 
     async def rank(self, agent_program: str, workspace: str) -> list[Host]:
-        """The ready hosts, best first (:func:`rank_hosts`), from a fresh (or reused) probe."""
+        """The ready hosts, best first (:func:`rank_hosts`), counting the sessions this pool has
+        started or is starting since each host's probe."""
         results = await self.probe(agent_program, workspace)
-        then = self._probed[(agent_program, workspace)].opened_then
-        since = {name: self._opened[name] - then[name] for name in {*self._opened, *then}}
-        return rank_hosts(results, since)
+        views = self._views[(agent_program, workspace)]
+        return rank_hosts(results, {h.name: self._count(h.name) - views[h.name].base for h in self.hosts})
 
     @contextlib.asynccontextmanager
     async def session(
-        self, workspace: str, options: SessionOptions, *, resume: str | None = None
+        self,
+        workspace: str,
+        options: SessionOptions,
+        *,
+        resume: str | None = None,
+        wait_for_slot_s: float = 0.0,
+        on_wait: Callable[[SlotWait], None] | None = None,
     ) -> AsyncIterator[Placement]:
         """A session of ``options.command`` in ``workspace`` on the best ready host, closed on exit.
 
-        :raises RemoteAcpError: the start's own error when it is permanent; else, when no host
-            was ready or every host tried failed, ``port_exit`` naming each host and why (retryable
-            when waiting can help: hosts at capacity, down, or failing for a retryable reason).
+        ``wait_for_slot_s``: when every host that could take the session is at capacity, wait up
+        to this long for a slot (``on_wait`` sees the progress) instead of failing at once.
+
+        :raises RemoteAcpError: the caller's own mistake as it is; else, when no host took the
+            session, :func:`placement_error` over every host (the hosts' shared kind and cause
+            when they agree, ``port_exit`` and ``no_host_available`` or the first permanent cause
+            when not), every host tried and why in ``facts.attempts``.
         """
         program = _program(options.command)
-        order = await self.rank(program, workspace)
-        if not order:
-            raise self._none_ready(program, workspace)
+        _carriable(program, workspace)
+        key = (program, workspace)
         failed: list[Attempt] = []
+        tried: set[str] = set()
+        began = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
-            for host in order[: self.max_attempts]:
+            while True:
+                await self._refresh(key)
+                host = None
+                if self.max_attempts is None or len(failed) < self.max_attempts:
+                    host = self._reserve(key, tried)
+                if host is None:
+                    full = self._full(key, failed)
+                    left = began + wait_for_slot_s - time.monotonic()
+                    if not full or left <= 0 or (self.max_attempts is not None and len(failed) >= self.max_attempts):
+                        raise self._no_host(key, failed)
+                    if on_wait is not None:
+                        on_wait(SlotWait(time.monotonic() - began, left, tuple(full)))
+                    if not await self._wait_change(min(left, self.slot_poll_s)):
+                        self._forget(key, full)  # slots freed by other controllers show in a new probe
+                    tried -= set(full)
+                    continue
+                tried.add(host.name)
+                observed = self._login_probe(host, program, workspace)
+                error: RemoteAcpError | None = None
+                started = False
                 try:
-                    target = host_target(host, self.settings, take_slot=True)
+                    target = host_target(host, self.settings, take_slot=True, preflight=observed)
                     session = await stack.enter_async_context(open_session(workspace, options, target, resume=resume))
+                    started = True
                 except ValueError as exc:  # the host's ssh options in the inventory: ssh never ran
-                    failed.append(
-                        Attempt(host, RemoteAcpError(ErrorKind.PORT_EXIT, str(exc), cause=Cause.SSH_CONFIG_INVALID))
-                    )
-                    continue
+                    error = RemoteAcpError(ErrorKind.PORT_EXIT, str(exc), cause=Cause.SSH_CONFIG_INVALID)
                 except RemoteAcpError as exc:
-                    if not exc.retryable:
-                        raise
-                    log.warning("could not start the session, trying another host: %s", exc, extra={"host": host.name})
-                    failed.append(Attempt(host, exc))
-                    continue
-                self._opened[host.name] += 1
-                stack.callback(self._closed, host.name)
-                yield Placement(host, session, tuple(failed))
-                return
-        raise _all_failed(failed)
+                    error = exc
+                finally:  # a cancelled start gives its reservation back too
+                    self._ended(key, host, observed, started, error)
+                if started:
+                    stack.callback(self._closed, host.name)
+                    yield Placement(host, session, tuple(failed))
+                    return
+                assert error is not None
+                if error.cause in _CALLERS:
+                    raise error
+                failed.append(Attempt(host, error))
+                log.info(
+                    "could not start on %s (%s), trying another host: %s",
+                    host.name,
+                    error.cause.value,
+                    _one_line(error.message),
+                    extra={"host": host.name},
+                )
+
+    # -- the pool's view ------------------------------------------------------------------------
+
+    def _count(self, name: str) -> int:
+        return self._running[name] + self._starting[name]
+
+    def _unknown(self, host: Host) -> HostProbe:
+        from hostinv.probes import HostProbe
+
+        return HostProbe(host, Verdict.PROBE_FAILED, "not probed", None, None, 0.0, Cause.PROBE_INCOMPLETE)
+
+    def _stale(self, view: _View, now: float) -> bool:
+        return view.down_until <= now and (view.probe is None or now - view.at > self.probe_max_age_s)
+
+    async def _refresh(self, key: tuple[str, str]) -> None:
+        views = self._views.setdefault(key, {h.name: _View() for h in self.hosts})
+        now = time.monotonic()
+        stale = [h for h in self.hosts if self._stale(views[h.name], now)]
+        if len(stale) <= 1:
+            for host in stale:
+                await self._probe_one(key, host)
+            return
+        async with anyio.create_task_group() as tg:
+            for host in stale:
+                tg.start_soon(self._probe_one, key, host)
+
+    async def _probe_one(self, key: tuple[str, str], host: Host) -> None:
+        from hostinv.probes import probe_host
+        from hostinv.probes.runner import PER_ADDRESS
+
+        views = self._views[key]
+        while self._stale(views[host.name], time.monotonic()):
+            view = views[host.name]
+            if view.inflight is not None:  # another caller's probe: share it
+                await view.inflight.wait()
+                continue
+            view.inflight = done = anyio.Event()
+            try:
+                if self._limiter is None:
+                    self._limiter = anyio.CapacityLimiter(max(1, self.concurrency))
+                address = (host.address or host.name, host.port)
+                same = self._per_address.setdefault(address, anyio.Semaphore(PER_ADDRESS))
+                assert self.probe_settings is not None
+                async with self._limiter, same:
+                    result = await probe_host(host, key[0], key[1], self.probe_settings)
+                self._store(key, host, result, time.monotonic(), self._count(host.name))
+            finally:
+                view.inflight = None
+                done.set()
+            return
+
+    def _store(self, key: tuple[str, str], host: Host, probe: HostProbe, at: float, base: int) -> None:
+        view = self._views[key][host.name]
+        if at < view.at:
+            return  # a newer look is kept
+        view.probe, view.at, view.base = probe, at, base
+        if probe.verdict is Verdict.UNREACHABLE or (
+            probe.cause is not None and CAUSES[probe.cause].verdict == Verdict.UNREACHABLE
+        ):
+            view.downs += 1
+            backoff = min(self.down_backoff_s * 2 ** min(view.downs - 1, 16), MAX_DOWN_BACKOFF_S)
+            view.down_until = at + max(backoff, self.probe_max_age_s)
+        else:
+            view.downs, view.down_until = 0, -math.inf
+        self._notify()
+
+    def _forget(self, key: tuple[str, str], names: Sequence[str]) -> None:
+        views = self._views[key]
+        for name in names:
+            if views[name].inflight is None and views[name].down_until <= time.monotonic():
+                views[name].at = -math.inf
+
+    def _ranked(self, key: tuple[str, str]) -> list[tuple[Host, int]]:
+        """Every host with a slot for the session by the pool's view, best first, and its free slots."""
+        views = self._views[key]
+        now = time.monotonic()
+        probes = [v.probe for h in self.hosts if (v := views[h.name]).probe is not None and v.down_until <= now]
+        deltas = {h.name: self._count(h.name) - views[h.name].base for h in self.hosts}
+        order = rank_hosts(probes, deltas)
+        by_name = {p.host.name: p for p in probes}
+        return [(h, free_slots(h, by_name[h.name], deltas[h.name]) or 0) for h in order]
+
+    def _reserve(self, key: tuple[str, str], tried: set[str]) -> Host | None:
+        """The best host not yet tried that the pool believes has a free slot, reserved. No
+        await between the choice and the reservation: placements at once see each other's."""
+        for host, free in self._ranked(key):
+            if free > 0 and host.name not in tried:
+                self._starting[host.name] += 1
+                self._tries[host.name] += 1
+                return host
+        return None
+
+    def _full(self, key: tuple[str, str], failed: Sequence[Attempt]) -> list[str]:
+        """Hosts that could take the session once a slot frees there."""
+        full = {h.name for h, free in self._ranked(key) if free <= 0}
+        full |= {a.host.name for a in failed if a.error.cause is Cause.AT_CAPACITY}
+        return [h.name for h in self.hosts if h.name in full]
+
+    def _login_probe(self, host: Host, program: str, workspace: str) -> _Observed:
+        settings = self.probe_settings
+        assert settings is not None
+        probe = LoginProbe(
+            host,
+            program,
+            workspace,
+            version_timeout_s=max(1, math.ceil(settings.version_timeout_s)),
+            login_lookup=settings.login_lookup,
+            slot_prefix=settings.slot_prefix,
+        )
+        return _Observed(probe, lambda: self._count(host.name))
+
+    def _ended(
+        self, key: tuple[str, str], host: Host, observed: _Observed, started: bool, error: RemoteAcpError | None
+    ) -> None:
+        """A start on ``host`` ended (``error``: how it failed; neither: cancelled): its reservation
+        becomes a running session or goes, and what the start learned of the host becomes the
+        pool's view."""
+        self._starting[host.name] -= 1
+        self._running[host.name] += started
+        found = observed.probe.result
+        if found is not None:
+            self._store(key, host, found, observed.at, observed.base)
+        if error is not None and error.cause not in _CALLERS and (found is None or found.ready):
+            verdict = CAUSES[error.cause].verdict
+            if verdict == Verdict.UNREACHABLE or not error.retryable:
+                # The host failed in a way the next start there would meet too: keep it out a while.
+                from hostinv.probes import HostProbe
+
+                judged = Verdict(verdict) if verdict else Verdict.AGENT_FAILED
+                gone = HostProbe(host, judged, error.message, error.fix or None, None, 0.0, error.cause)
+                self._store(key, host, gone, time.monotonic(), self._count(host.name))
+        self._notify()
 
     def _closed(self, name: str) -> None:
-        self._opened[name] -= 1
+        self._running[name] -= 1
+        self._notify()
 
-    def _none_ready(self, program: str, workspace: str) -> RemoteAcpError:
-        results = self._probed[(program, workspace)].results
-        return placement_error(
-            [
-                PlacementAttempt(
-                    r.host.name,
-                    r.host.destination,
-                    _VERDICT_KIND.get(r.verdict, ErrorKind.PORT_EXIT),
-                    r.cause or Cause.CONNECT_FAILED,
-                    CAUSES[r.cause or Cause.CONNECT_FAILED].retryable,
-                    f"{r.verdict} ({r.message})",
-                )
-                for r in results
-            ],
-            f"no host of the {len(results)} in the pool is ready",
-        )
+    # -- waiting ----------------------------------------------------------------------------------
 
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
-def _attempt(attempt: Attempt) -> PlacementAttempt:
-    error = attempt.error
-    return PlacementAttempt(
-        attempt.host.name, attempt.host.destination, error.kind, error.cause, error.retryable, str(error)
-    )
+    async def _wait_change(self, within_s: float) -> bool:
+        """Wait until a session ends or a view changes (``True``), or ``within_s`` passes."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        changed = self._changed
+        with anyio.move_on_after(within_s):
+            await changed.wait()
+            return True
+        return False
 
+    # -- failing ----------------------------------------------------------------------------------
 
-def _all_failed(failed: list[Attempt]) -> RemoteAcpError:
-    return placement_error(
-        [_attempt(a) for a in failed], f"the session could not start on any of the {len(failed)} hosts tried"
-    )
+    def _no_host(self, key: tuple[str, str], failed: Sequence[Attempt]) -> RemoteAcpError:
+        views = self._views[key]
+        probes = {h.name: views[h.name].probe or self._unknown(h) for h in self.hosts}
+        free = {h.name: n for h, n in self._ranked(key)}
+        return unplaced_error(self.hosts, probes, free, [(a.host, a.error) for a in failed])
 
 
-def placement_error(attempts: Sequence[PlacementAttempt], headline: str) -> RemoteAcpError:
-    """The error of a placement that found no host for its session, from every host's attempt.
-
-    When every host failed for one cause, the placement ends as each host did: that kind and
-    cause (a workspace missing everywhere is ``invalid_workspace_cwd``, exit 3, as without a
-    pool). Else it is ``port_exit`` with the cause ``no_host_available``, retryable when a retry
-    can help on at least one host (one at capacity, one down). The attempts are its facts.
-    """
-    said = "; ".join(f"{a.host}: [{a.cause}] {a.message}" for a in attempts)
-    causes = {a.cause for a in attempts}
-    if len(causes) == 1:
-        first = attempts[0]
-        kind, cause = first.kind, first.cause
-    else:
-        kind = ErrorKind.PORT_EXIT
-        retry = any(a.retryable for a in attempts)
-        cause = Cause.NO_HOST_AVAILABLE if retry else _first_permanent(attempts)
-    return RemoteAcpError(kind, f"{headline}: {said}", cause=cause, facts=ErrorFacts(attempts=tuple(attempts)))
+def _carriable(program: str, workspace: str) -> None:
+    """Refuse what no probe and no session can carry (the caller's own mistake)."""
+    if "\0" in program:
+        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "the agent command holds a NUL byte", cause=Cause.MISUSE)
+    if "\0" in workspace:
+        raise RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace holds a NUL byte", cause=Cause.MISUSE)
 
 
-def _first_permanent(attempts: Sequence[PlacementAttempt]) -> Cause:
-    # No host can take the session without a change: name the first host's reason as the cause
-    # (every one is in the facts), so the error stays not retryable.
-    return attempts[0].cause
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
 def _program(command: str | Sequence[str]) -> str:
