@@ -303,6 +303,17 @@ def test_sessions_table_prints_ids_and_paths_as_text_not_markup(workspace: str) 
     assert "[/oops]" in table.stdout
 
 
+def test_sessions_piped_keeps_every_id_whole_and_escaped(workspace: str) -> None:
+    long_id = "sess-" + "0123456789abcdef" * 6 + "\x1b]0;t\x07"
+    done = cli("run", "--agent", f"{AGENT} --session-id {long_id!r}", "--workspace", workspace, "hi")
+    assert done.returncode == 0, done.stderr
+    table = cli("sessions")  # stdout is a pipe here
+    assert table.returncode == 0, table.stderr
+    shown = long_id.replace("\x1b", "\\x1b").replace("\x07", "\\x07")
+    assert table.stdout.splitlines()[0].startswith(f"{shown}  ")
+    assert "\x1b" not in table.stdout
+
+
 def test_agent_that_stops_reading_mid_prompt_ends_the_turn_port_exit(workspace: str, tmp_path: Path) -> None:
     agent = agent_file(tmp_path, "deaf_agent.py", DEAF_AGENT)
     started = time.monotonic()

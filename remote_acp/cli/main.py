@@ -396,17 +396,17 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
                 click.echo(json_line(record.to_json()))
             _flush_stdout()
             return
-        from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
+        from ..masking import escape_control
 
-        table = Table("session", "agent", "target", "workspace", "when", "outcome", "obtained", box=None)
+        # Two lines per session, never cut or folded: the id is what a person copies into
+        # --resume, and an agent command or a path is as long as it is. Escaped: an agent's id
+        # or name drives no terminal.
+        lines = []
         for r in records:
             outcome = f"{r.outcome} [{r.error_kind}]" if r.error_kind else r.outcome
-            # Text, not markup: a '[' in an agent's session id or a path is not a style tag.
-            cells = (r.session_id, r.agent, r.target, r.workspace, r.when, outcome, r.obtained)
-            table.add_row(*(Text(cell) for cell in cells))
-        Console().print(table if records else "no sessions recorded yet")
+            lines.append(escape_control(f"{r.session_id}  {r.when}  {outcome}  ({r.obtained})"))
+            lines.append(escape_control(f"  {r.target}:{r.workspace}  {r.agent}"))
+        click.echo("\n".join(lines) if records else "no sessions recorded yet")
         _flush_stdout()
     except BrokenPipeError:
         _discard_stdout()
