@@ -15,6 +15,14 @@ What is served, and what is refused (a JSON-RPC error, and a notice for the call
   is never followed, because no check is separate from the open that counts.
 - Only regular files: a device, FIFO or socket is refused (opened ``O_NONBLOCK``, so a FIFO
   cannot hang the open; it is refused by a stat before that in the common case).
+- Only files with one link: a hard link is the same file under another name, possibly outside
+  the workspace, and nothing about it says which name is the real one. So a regular file with
+  ``st_nlink > 1`` is neither read nor replaced.
+- Writing never changes an existing file in place: the content goes to a new file in the same
+  directory, which is then renamed over the name (``os.replace``). A rename replaces the name, not
+  the file it named, so even a link made after the check cannot carry the write outside; a
+  reader of the old file keeps the old content, and no one sees a half-written file. The
+  replaced file's permission bits are kept (not its owner: the new file is this user's).
 - A file larger than :data:`MAX_READ_BYTES` is refused, whatever ``line``/``limit`` ask for
   (the bound is on what is read, not on what is sent); content to write is bounded by
   :data:`MAX_WRITE_BYTES`. Writing creates or replaces a file; it never creates a directory.
@@ -29,8 +37,10 @@ The parsing and the jail are pure functions; the I/O runs in a worker thread
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -218,6 +228,12 @@ def _not_a_regular_file(mode: int) -> Refused | None:
     return None
 
 
+def _linked_elsewhere(st: os.stat_result) -> Refused | None:
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return Refused(REFUSED, f"the file has {st.st_nlink} hard links: it may be a file outside the workspace")
+    return None
+
+
 def _os_refusal(exc: OSError, what: str) -> Refused:
     if exc.errno == errno.ENOENT:
         return Refused(RESOURCE_NOT_FOUND, f"{what} does not exist", notice=False)
@@ -275,7 +291,7 @@ def read_below(root: str, parts: tuple[str, ...], line: int | None = None, limit
         os.close(dirfd)
     try:
         st = os.fstat(fd)  # what was opened is what counts: it may have been swapped since the stat
-        if (refusal := _not_a_regular_file(st.st_mode)) is not None:
+        if (refusal := _not_a_regular_file(st.st_mode) or _linked_elsewhere(st)) is not None:
             raise refusal
         if st.st_size > MAX_READ_BYTES:
             raise Refused(REFUSED, f"the file is {st.st_size} bytes, over the bound of {MAX_READ_BYTES}")
@@ -302,40 +318,62 @@ def _read_at_most(fd: int, size: int) -> bytes:
 def write_below(root: str, parts: tuple[str, ...], content: str) -> None:
     """Create or replace the file ``parts`` names below ``root`` (see the module's rules).
 
-    :raises Refused: a link, a special file, a missing directory, or an error.
+    :raises Refused: a link (symbolic or hard), a special file, a missing directory, or an error.
     """
     data = content.encode("utf-8", "surrogatepass")
     dirfd = _open_parent(root, parts)
     name = parts[-1]
     try:
         try:
-            refusal = _not_a_regular_file(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
+            old: os.stat_result | None = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except FileNotFoundError:
-            refusal = None  # a new file
+            old = None  # a new file
         except OSError as exc:
             raise _os_refusal(exc, "the file") from None
-        if refusal is not None:
+        if old is not None and (refusal := _not_a_regular_file(old.st_mode) or _linked_elsewhere(old)) is not None:
             raise refusal
-        try:  # no O_TRUNC: nothing is changed until the fstat says it is a regular file
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | _OPEN_FLAGS, 0o666, dir_fd=dirfd)
-        except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                raise Refused(RESOURCE_NOT_FOUND, "its directory does not exist", notice=False) from None
-            raise _os_refusal(exc, "the file") from None
+        _replace(dirfd, name, data, None if old is None else stat.S_IMODE(old.st_mode) & 0o777)
     finally:
         os.close(dirfd)
+
+
+def _replace(dirfd: int, name: str, data: bytes, mode: int | None) -> None:
+    """Write ``data`` to a new file in ``dirfd`` and rename it over ``name``.
+
+    ``mode``: the permission bits of the file being replaced, or ``None`` for a new file (which
+    gets ``0o666`` less the umask, as any file this user creates).
+    """
+    temp = f".remote-acp-{secrets.token_hex(8)}.tmp"  # short: a name near the length limit still fits
     try:
-        if (refusal := _not_a_regular_file(os.fstat(fd).st_mode)) is not None:
-            raise refusal
-        os.set_blocking(fd, True)
-        os.ftruncate(fd, 0)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dirfd)
     except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise Refused(RESOURCE_NOT_FOUND, "its directory does not exist", notice=False) from None
         raise Refused(INTERNAL_ERROR, f"the file could not be written: {exc.strerror or exc}", notice=False) from None
-    finally:
-        os.close(fd)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)  # the rename must not be able to land before the content
+        finally:
+            os.close(fd)
+        os.replace(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+    except OSError as exc:
+        _discard(dirfd, temp)
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY):  # a directory appeared at the name
+            raise Refused(REFUSED, "not a regular file (a directory, device, FIFO or socket)") from None
+        raise Refused(INTERNAL_ERROR, f"the file could not be written: {exc.strerror or exc}", notice=False) from None
+    except BaseException:
+        _discard(dirfd, temp)
+        raise
+
+
+def _discard(dirfd: int, temp: str) -> None:
+    with contextlib.suppress(OSError):  # already renamed or gone: nothing of ours is left behind
+        os.unlink(temp, dir_fd=dirfd)
 
 
 # -- the session's server ---------------------------------------------------------------------
