@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from remote_acp.masking import MASK, mask_secrets, secret_values
+from remote_acp.targets.exit_status import ExitStatus
+from remote_acp.targets.ssh import SshSettings, SshTarget, is_ssh_chatter
+from remote_acp.targets.ssh_errors import ssh_exit_error
 from remote_acp.targets.stderr_tail import StderrTail
 
 
@@ -206,3 +209,92 @@ def test_complete_line_right_after_the_cut_is_kept() -> None:
     tail.feed(b"aaaaaaaaa\nbbbbbbbbb\n")  # the last 10 bytes are exactly the complete line b"bbbbbbbbb\n"
     assert tail.lines() == ["bbbbbbbbb"]
     assert tail.report() == "[earlier output omitted] bbbbbbbbb"
+
+
+# -- a launcher's chatter -----------------------------------------------------------------------
+
+AUTHENTICATED = 'Authenticated to build-01 ([10.0.0.5]:22) using "publickey".'
+TRANSFERRED = "Transferred: sent 2904, received 2744 bytes, in 0.1 seconds"
+PER_SECOND = "Bytes per second: sent 31221.5, received 29501.4"
+ADDED = "Warning: Permanently added 'build-01' (ED25519) to the list of known hosts."
+
+
+def ssh_tail(*lines: str, limit: int = 8192) -> StderrTail:
+    tail = StderrTail(limit, chatter=is_ssh_chatter)
+    tail.feed("".join(f"{line}\n" for line in lines).encode())
+    return tail
+
+
+def test_chatter_is_kept_apart_from_the_lines_and_the_report() -> None:
+    tail = ssh_tail(ADDED, AUTHENTICATED, "fatal: no key sk-123456789", TRANSFERRED, PER_SECOND)
+    tail.secrets = ("sk-123456789",)
+    assert tail.lines() == ["fatal: no key ***"]
+    assert tail.chatter_lines() == [ADDED, AUTHENTICATED, TRANSFERRED, PER_SECOND]
+    report = tail.report()
+    assert report == "fatal: no key ***"
+    assert report.whole == f"{ADDED} | {AUTHENTICATED} | fatal: no key *** | {TRANSFERRED} | {PER_SECOND}"
+    assert type(f"{report}") is str and type(str(report)) is str  # the chatter goes no further
+
+
+def test_a_tail_of_chatter_alone_reports_no_output() -> None:
+    report = ssh_tail(AUTHENTICATED, TRANSFERRED).report()
+    assert report == "no standard-error output"
+    assert report.whole == f"{AUTHENTICATED} | {TRANSFERRED}"
+
+
+def test_a_cut_tail_says_so_with_or_without_its_chatter() -> None:
+    tail = ssh_tail("x" * 50, AUTHENTICATED, "boom", limit=len(AUTHENTICATED) + 10)
+    report = tail.report()
+    assert report == "[earlier output omitted] boom"
+    assert report.whole == f"[earlier output omitted] {AUTHENTICATED} | boom"
+
+
+def test_without_a_chatter_rule_every_line_is_shown() -> None:
+    tail = StderrTail()
+    tail.feed(f"{AUTHENTICATED}\nboom\n".encode())
+    assert tail.lines() == [AUTHENTICATED, "boom"]
+    assert tail.report() == tail.report().whole == f"{AUTHENTICATED} | boom"
+    assert tail.chatter_lines() == []
+
+
+def test_the_chatter_rule_keeps_ssh_reasons() -> None:
+    assert is_ssh_chatter('Authenticated using "publickey" with partial success.')
+    for reason in (
+        "ssh: connect to host 10.0.0.5 port 22: Connection refused",
+        "root@10.0.0.5: Permission denied (publickey).",
+        "Host key verification failed.",
+        "Connection to build-01 closed by remote host.",
+        "fatal: Authenticated to nothing",  # the agent's own words, not ssh's line
+    ):
+        assert not is_ssh_chatter(reason)
+
+
+@pytest.mark.parametrize(
+    ("code", "lines"),
+    [
+        (127, (ADDED, AUTHENTICATED, "sh: 1: gemini: not found", TRANSFERRED, PER_SECOND)),
+        (255, (ADDED, "root@10.0.0.5: Permission denied (publickey).")),
+        (3, (AUTHENTICATED, "fatal: no key", TRANSFERRED)),
+    ],
+)
+def test_the_ssh_target_reads_the_chatter_and_shows_none(code: int, lines: tuple[str, ...]) -> None:
+    report = ssh_tail(*lines).report()
+    target = SshTarget("build-01", SshSettings())
+    status = ExitStatus(code)
+    # What ssh's end means is read with the chatter, as from the whole tail...
+    expected = ssh_exit_error("build-01", status, agent_wrote=False, stderr=report.whole, ready=True)
+    assert (expected is None) == (code == 3)  # an agent's own exit after the login reads as any other
+    got = target.exit_error(status, agent_wrote=False, stderr=report, ready=True)
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None
+    assert (got.kind, got.cause, got.message, got.facts) == (
+        expected.kind,
+        expected.cause,
+        expected.message,
+        expected.facts,
+    )
+    # ...and shown without it.
+    assert got.detail == report
+    assert not [line for line in (*lines,) if is_ssh_chatter(line) and line in str(got)]

@@ -66,6 +66,10 @@ class LaunchSpec:
     :data:`~remote_acp.session.connection.GATED_OUTPUT_KEPT` bytes): ``None`` lets the go-ahead
     go; an error refuses it, and the session's start fails with that error while the launched
     side, never given the go-ahead, starts nothing. It must not raise."""
+    stderr_chatter: Callable[[str], bool] | None = field(default=None, repr=False)
+    """Tells the launcher's own lines on stderr (ssh's at ``LogLevel VERBOSE``): the stderr tail
+    keeps them apart, out of what is logged and shown (see
+    :class:`~remote_acp.targets.stderr_tail.StderrTail`)."""
 
 
 class LaunchTarget(Protocol):

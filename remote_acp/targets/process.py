@@ -170,7 +170,8 @@ class AgentProcess:
         for fd in fds:
             os.set_blocking(fd, False)
         stdin, stdout, stderr = fds
-        return cls(sup, pid, stdin, stdout, stderr, StderrTail(tail_bytes, spec.secrets), token=token)
+        tail = StderrTail(tail_bytes, spec.secrets, spec.stderr_chatter)
+        return cls(sup, pid, stdin, stdout, stderr, tail, token=token)
 
     # -- pipes --------------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ user cache directory of ``remote-acp``).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 from dataclasses import dataclass, field
@@ -91,6 +92,7 @@ from .ssh_script import (
 )
 from .ssh_settings import HostKeyPolicy, SshSettings
 from .start_slots import start_slot
+from .stderr_tail import TailReport
 
 if TYPE_CHECKING:
     import contextlib
@@ -105,6 +107,7 @@ __all__ = [
     "SshSettings",
     "SshTarget",
     "fallback_config_text",
+    "is_ssh_chatter",
     "parse_destination",
     "remote_script",
     "ssh_argv",
@@ -112,6 +115,19 @@ __all__ = [
 ]
 
 log = get_logger("remote_acp.targets.ssh")
+
+# What ssh says on every connection at LogLevel VERBOSE (which we set for its reasons for a
+# failure), and on the first one to a host: it explains nothing to a person.
+_CHATTER: Final = re.compile(
+    r"(Authenticated to |Authenticated using |Transferred: sent |Bytes per second: |Warning: Permanently added )"
+)
+
+
+def is_ssh_chatter(line: str) -> bool:
+    """Whether ``line`` of ssh's stderr is its routine chatter, which the session keeps out of
+    logs, error messages and details (ssh's reason lines stay); the readers of ssh's end still
+    get it (:meth:`SshTarget.exit_error`)."""
+    return _CHATTER.match(line) is not None
 
 
 class Preflight(Protocol):
@@ -272,6 +288,7 @@ class SshTarget:
             ready_reply=READY_REPLY,
             ready_timeout_ms=ready_bound_ms(self.settings) + (self.preflight.bound_ms if self.preflight else 0),
             ready_gate=self.preflight.admit if self.preflight is not None else None,
+            stderr_chatter=is_ssh_chatter,
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
             secrets=tuple(
@@ -311,10 +328,28 @@ class SshTarget:
     def exit_error(
         self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
     ) -> RemoteAcpError | None:
-        return ssh_exit_error(self.label, status, agent_wrote=agent_wrote, stderr=stderr, ready=ready)
+        whole = _whole(stderr)
+        error = ssh_exit_error(self.label, status, agent_wrote=agent_wrote, stderr=whole, ready=ready)
+        return _shown(error, whole, stderr)
 
     def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
-        return ssh_ready_error(self.label, bound_ms, stderr=stderr, printed=printed)
+        whole = _whole(stderr)
+        return _shown(ssh_ready_error(self.label, bound_ms, stderr=whole, printed=printed), whole, stderr)
+
+
+def _whole(stderr: str) -> str:
+    """The stderr report with ssh's chatter, which the readers need (``Authenticated to`` tells a
+    login that happened from one that did not)."""
+    return stderr.whole if isinstance(stderr, TailReport) else stderr
+
+
+def _shown(error: RemoteAcpError | None, whole: str, shown: str) -> RemoteAcpError | None:
+    """``error`` with the report it carries as its detail shown without ssh's chatter."""
+    if error is None or whole == shown or error.detail != whole:
+        return error
+    clean = RemoteAcpError(error.kind, error.message, detail=shown, cause=error.cause, facts=error.facts)
+    clean.__cause__ = error.__cause__
+    return clean
 
 
 def start_key(host: str, settings: SshSettings) -> str:

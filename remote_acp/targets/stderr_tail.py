@@ -4,6 +4,10 @@ The agent's stderr is drained continuously (a pipe left unread fills and blocks 
 only the last bytes are kept for error reports and logs. Values of secret-looking environment
 variables are replaced by ``***`` whenever the text is rendered, so a runtime that echoes its
 API key in a crash report does not leak it into our logs.
+
+A launch target may name lines of its own chatter (ssh at ``LogLevel VERBOSE`` says
+``Authenticated to ...`` on every connection): they are kept, but apart, out of what is logged
+and shown, and handed only to the target that reads them (:attr:`TailReport.whole`).
 """
 
 from __future__ import annotations
@@ -13,21 +17,40 @@ from typing import TYPE_CHECKING
 from ..masking import mask_secrets
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-__all__ = ["StderrTail"]
+__all__ = ["StderrTail", "TailReport"]
+
+_OMITTED = "[earlier output omitted] "
+
+
+class TailReport(str):
+    """:meth:`StderrTail.report`'s text, without the launcher's chatter; :attr:`whole` is the same
+    report with it, for the target that reads its own lines (a ``str`` so that every caller that
+    shows the report needs nothing more)."""
+
+    whole: str
+
+    def __new__(cls, text: str, whole: str | None = None) -> TailReport:
+        report = super().__new__(cls, text)
+        report.whole = text if whole is None else whole
+        return report
 
 
 class StderrTail:
-    """Keep the last ``limit`` bytes fed; render them as masked, complete lines."""
+    """Keep the last ``limit`` bytes fed; render them as masked, complete lines. ``chatter``
+    tells the launcher's own lines, kept out of :meth:`lines` and :meth:`report`."""
 
-    def __init__(self, limit: int = 8192, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self, limit: int = 8192, secrets: Iterable[str] = (), chatter: Callable[[str], bool] | None = None
+    ) -> None:
         self._limit = limit
         self._buf = bytearray()
         self._cut = False
         self._cut_mid_line = False
         self._total = 0
         self.secrets = tuple(secrets)
+        self._chatter = chatter
 
     @property
     def total_bytes(self) -> int:
@@ -47,8 +70,9 @@ class StderrTail:
             del self._buf[:drop]
             self._cut = True
 
-    def lines(self) -> list[str]:
-        """The kept lines, masked. A line cut by the bound is dropped, so no secret is half-kept."""
+    def _kept(self) -> list[str]:
+        """Every kept line, chatter included, masked. A line cut by the bound is dropped, so no
+        secret is half-kept."""
         self._trim()
         data = bytes(self._buf)
         if self._cut_mid_line:
@@ -57,10 +81,27 @@ class StderrTail:
         text = mask_secrets(data.decode("utf-8", "replace"), self.secrets)
         return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
 
-    def report(self) -> str:
-        """One line for an error message: lines joined by `` | ``."""
-        lines = self.lines()
+    def _shown(self, kept: list[str]) -> list[str]:
+        chatter = self._chatter
+        return kept if chatter is None else [line for line in kept if not chatter(line)]
+
+    def lines(self) -> list[str]:
+        """The kept lines but the chatter, masked."""
+        return self._shown(self._kept())
+
+    def chatter_lines(self) -> list[str]:
+        """The kept lines of the launcher's chatter, masked."""
+        return [line for line in self._kept() if self._chatter is not None and self._chatter(line)]
+
+    def report(self) -> TailReport:
+        """One line for an error message: the lines but the chatter, joined by `` | ``."""
+        kept = self._kept()
+        shown = self._shown(kept)
+        text = self._render(shown)
+        return TailReport(text, self._render(kept) if len(shown) != len(kept) else text)
+
+    def _render(self, lines: list[str]) -> str:
         if not lines:
             return "earlier standard-error output omitted" if self._cut else "no standard-error output"
         joined = " | ".join(lines)
-        return f"[earlier output omitted] {joined}" if self._cut else joined
+        return f"{_OMITTED}{joined}" if self._cut else joined
