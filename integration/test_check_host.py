@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from hostinv.causes import CAUSES, Cause
 from remote_acp.targets.process_tree import alive
 from tests.support.agents import wait_until
+from tests.support.check_output import read_check_output
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -114,6 +116,7 @@ async def test_each_host_gets_its_verdict_message_and_fix(fleet: Fleet) -> None:
     ready = hosts["lab1"]
     assert ready["verdict"] == "ready" and ready["ready"] is True, ready
     assert ready["handshake"] is True and ready["error_kind"] is None
+    assert (ready["cause"], ready["retryable"], ready["fix"]) == (None, None, None)
     assert (ready["agent_name"], ready["agent_version"]) == ("scripted", "1.0")
     assert "scripted 1.0 answered initialize and opened a session" in ready["message"]
     assert ready["auth_required"] is False and "it lists no auth methods" in ready["message"]
@@ -123,16 +126,26 @@ async def test_each_host_gets_its_verdict_message_and_fix(fleet: Fleet) -> None:
     wrong = hosts["lab2"]
     assert wrong["verdict"] == "incompatible_protocol", wrong
     assert "protocol version 2" in wrong["message"] and "protocol version 1" in wrong["fix"]
-    assert (wrong["error_kind"], wrong["retryable"]) == ("response_error", False)
+    assert (wrong["error_kind"], wrong["cause"], wrong["retryable"]) == (
+        "response_error",
+        "protocol_incompatible",
+        False,
+    )
+    assert wrong["fix"] == CAUSES[Cause.PROTOCOL_INCOMPATIBLE].fix
 
     refused = hosts["lab3"]
     assert refused["verdict"] == "credential_unverified", refused
     assert "no API key configured" in refused["message"] and refused["fix"]
     assert refused["error_kind"] == "credential_unverified"
+    assert (refused["cause"], refused["retryable"]) == ("credential_refused", False)
+    assert refused["fix"] == CAUSES[Cause.CREDENTIAL_REFUSED].fix
 
     down = hosts["down"]
     assert down["verdict"] == "unreachable", down
-    assert down["handshake"] is False and down["fix"]
+    assert down["handshake"] is False
+    assert (down["error_kind"], down["cause"], down["retryable"]) == ("port_exit", "connect_refused", True)
+    assert down["fix"] == CAUSES[Cause.CONNECT_REFUSED].fix
+    assert f"port {fleet.down_port}: Connection refused" in down["message"]
     await fleet.nothing_left()
     assert len(list(fleet.pids.glob("pid-*"))) == 3  # one handshake per reachable host
 
@@ -140,16 +153,20 @@ async def test_each_host_gets_its_verdict_message_and_fix(fleet: Fleet) -> None:
 async def test_the_table_lists_the_hosts_in_inventory_order(fleet: Fleet) -> None:
     done = fleet.run("@all")
     assert done.returncode == 21, done.stderr
-    header, *rows = done.stdout.splitlines()
-    assert header.split()[:5] == ["host", "verdict", "reason", "fix", "latency"]
-    _, hosts = fleet.json("@all")
-    assert [row.split()[0] for row in rows] == list(hosts)  # the same order as --json: the inventory's
-    by_host = {row.split()[0]: row for row in rows}
-    assert " ready " in by_host["lab1"] and "Linux/" in by_host["lab1"]
-    assert by_host["lab1"].rstrip().endswith("scripted 1.0")
-    assert " incompatible_protocol " in by_host["lab2"]
-    assert " credential_unverified " in by_host["lab3"]
-    assert " unreachable " in by_host["down"]
+    out = read_check_output(done.stdout)
+    assert out.header[:3] == ["host", "verdict", "latency"] and out.header[-1] == "agent"
+    # the inventory's host first, then the ssh_config's aliases, as the file names them
+    assert list(out.rows) == ["down", *(h.alias for h in fleet.lab.hosts)], done.stdout
+    _, hosts = fleet.json("@all")  # --json streams each host as it ends: the same hosts, any order
+    assert set(hosts) == set(out.rows)
+    lab1 = out.rows["lab1"]
+    assert lab1["verdict"] == "ready" and lab1["os/arch"].startswith("Linux/") and lab1["agent"] == "scripted 1.0"
+    verdicts = {"lab2": "incompatible_protocol", "lab3": "credential_unverified", "down": "unreachable"}
+    assert {name: out.rows[name]["verdict"] for name in verdicts} == verdicts, done.stdout
+    # After the table, a line per host not ready with its reason, and its fix whole, as in --json.
+    assert {name: d.verdict for name, d in out.details.items()} == verdicts, done.stdout
+    for name, detail in out.details.items():
+        assert (detail.message, detail.fix) == (hosts[name]["message"], hosts[name]["fix"]), detail
     await fleet.nothing_left()
 
 

@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from hostinv.causes import CAUSES, Cause
 from integration.sshlab import SshLab, free_port
 from integration.users import SHELLS, User, agent_pythonpath, closed_to_others, throwaway_user, uid_processes
 from remote_acp.fleet.report import TABLE_COLUMNS
 from remote_acp.targets.process_tree import alive
 from tests.support.agents import wait_until
+from tests.support.check_output import read_check_output
 from tests.support.qwen import default_settings
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ JSON_KEYS = {
     "message",
     "fix",
     "error_kind",
+    "cause",
     "retryable",
     "latency_ms",
     "probe_age_s",
@@ -248,7 +251,8 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
     status, objs = fleet.json("@fleet")
     hosts = {o["host"]: o for o in objs}
     summary = {o["host"]: (o["verdict"], o["message"]) for o in objs}
-    assert [o["host"] for o in objs] == NAMES, summary  # inventory order
+    # each host once, streamed as its check ends (the table keeps the inventory's order)
+    assert sorted(o["host"] for o in objs) == sorted(NAMES), summary
     assert status == 21, summary  # some host reached is not ready
     for obj in objs:
         # every key present for every host, null when unknown (others may join the ones read here)
@@ -260,6 +264,7 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
     assert ready["verdict"] == "ready", summary
     assert ready["destination"] == f"{users.agent.name}@lab1"
     assert (ready["handshake"], ready["fix"], ready["error_kind"]) == (True, None, None)
+    assert (ready["cause"], ready["retryable"]) == (None, None)
     assert (ready["agent_name"], ready["agent_version"]) == ("scripted", "1.0")
     assert "scripted 1.0 answered initialize and opened a session" in ready["message"]
     assert ready["auth_required"] is False and "it lists no auth methods" in ready["message"]
@@ -270,16 +275,19 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
     assert down["verdict"] == "unreachable", summary
     # ssh's own words: with the handshake, the probe runs in the session's login (OpenSSH's)
     assert f"connect to host 127.0.0.1 port {fleet.down_port}: Connection refused" in down["message"], down
-    assert down["fix"] and "sshd" in down["fix"]
+    assert (down["error_kind"], down["cause"], down["retryable"]) == ("port_exit", "connect_refused", True)
+    assert down["fix"] == CAUSES[Cause.CONNECT_REFUSED].fix and "sshd" in down["fix"]
     assert (down["handshake"], down["os"], down["agent_path"]) == (False, None, None)
 
     changed = hosts["changed"]
     lab2 = fleet.lab.host("lab2")
     name = f"[{lab2.address}]:{lab2.port}"
     assert changed["verdict"] == "host_key_changed", summary
-    assert name in changed["message"] and str(fleet.known_hosts) in changed["message"]
+    assert (changed["error_kind"], changed["cause"], changed["retryable"]) == ("port_exit", "host_key_changed", False)
+    assert f"{users.agent.name}@lab2" in changed["message"], changed
+    # the fix is ssh-keygen's own removal, quoted for a shell, as its last words
     fix = f"ssh-keygen -f {shlex.quote(str(fleet.known_hosts))} -R {shlex.quote(name)}"
-    assert fix in changed["fix"], changed["fix"]
+    assert changed["fix"].endswith(": " + fix), changed["fix"]
     assert (changed["handshake"], changed["os"]) == (False, None)
 
     login_only = hosts["login-only"]
@@ -289,19 +297,22 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
     assert login_only["fix"].startswith(f"add {tools} to PATH in ~/.bashrc"), login_only["fix"]
     assert login_only["fix"].endswith(f"{tools}/{AGENT}")
     assert (login_only["handshake"], login_only["agent_path"]) == (False, None)
+    assert (login_only["cause"], login_only["retryable"]) == ("agent_not_found", False)
 
     refused = hosts["no-credential"]
     assert refused["verdict"] == "credential_unverified", summary
     assert refused["error_kind"] == "credential_unverified" and refused["handshake"] is False
     # qwen's own words: the credential it lacks and where it would have taken one from
     assert "Missing API key" in refused["message"] and "OPENAI_API_KEY" in refused["message"], refused
-    assert refused["fix"] == "log the agent in on that host, or carry its key (--ssh-pass-env)"
+    assert (refused["cause"], refused["retryable"]) == ("credential_refused", False)
+    assert refused["fix"] == CAUSES[Cause.CREDENTIAL_REFUSED].fix
     assert refused["agent_path"] == f"{users.qwen.home}/bin/{AGENT}"
 
     behind = hosts["behind-jump"]
     assert behind["verdict"] == "ready", summary
     assert behind["destination"] == f"{users.behind.name}@{HIDDEN}"
     assert (behind["agent_name"], behind["agent_version"], behind["handshake"]) == ("scripted", "1.0", True)
+    assert (behind["cause"], behind["retryable"], behind["fix"]) == (None, None, None)
     assert behind["agent_path"] == f"{users.behind.home}/bin/{AGENT}"
 
     # ready, no-credential and behind-jump were started; the others were stopped by the probe
@@ -319,12 +330,12 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
 
 async def test_the_table_lists_the_six_hosts_in_inventory_order(fleet: Fleet) -> None:
     done = fleet.run("@fleet")
-    header, *rows = done.stdout.splitlines()
     assert done.returncode == 21, done.stdout + done.stderr
-    assert header.split() == list(TABLE_COLUMNS)
-    assert header.split()[:5] == ["host", "verdict", "reason", "fix", "latency"] and TABLE_COLUMNS[-1] == "agent"
-    assert [row.split()[0] for row in rows] == NAMES, done.stdout
-    verdicts = {row.split()[0]: row.split()[1] for row in rows}
+    out = read_check_output(done.stdout)
+    assert out.header == list(TABLE_COLUMNS)
+    assert out.header[:3] == ["host", "verdict", "latency"] and TABLE_COLUMNS[-1] == "agent"
+    assert list(out.rows) == NAMES, done.stdout
+    verdicts = {name: row["verdict"] for name, row in out.rows.items()}
     assert verdicts == {
         "ready": "ready",
         "down": "unreachable",
@@ -333,10 +344,18 @@ async def test_the_table_lists_the_six_hosts_in_inventory_order(fleet: Fleet) ->
         "no-credential": "credential_unverified",
         "behind-jump": "ready",
     }, done.stdout
-    by_host = dict(zip(NAMES, rows, strict=True))
     for name in ("ready", "behind-jump"):
-        assert "Linux/" in by_host[name] and by_host[name].rstrip().endswith("scripted 1.0"), by_host[name]
-    assert "ssh-keygen -f" in by_host["changed"]
-    assert f"add {fleet.users.login.home}/tools to PATH" in by_host["login-only"]
-    assert "Missing API key" in by_host["no-credential"]
+        row = out.rows[name]
+        assert row["os/arch"].startswith("Linux/") and row["agent"] == "scripted 1.0", row
+    # after the table, each host that is not ready: its reason, and its fix whole (run as printed)
+    assert {name: d.verdict for name, d in out.details.items()} == {
+        name: verdict for name, verdict in verdicts.items() if verdict != "ready"
+    }, done.stdout
+    lab2 = fleet.lab.host("lab2")
+    keygen = f"ssh-keygen -f {shlex.quote(str(fleet.known_hosts))} -R {shlex.quote(f'[{lab2.address}]:{lab2.port}')}"
+    changed_fix = out.details["changed"].fix
+    assert changed_fix is not None and changed_fix.endswith(": " + keygen), out.details["changed"]
+    login_fix = out.details["login-only"].fix
+    assert login_fix is not None and login_fix.startswith(f"add {fleet.users.login.home}/tools to PATH")
+    assert "Missing API key" in out.details["no-credential"].message
     await fleet.nothing_left()

@@ -1,5 +1,9 @@
 """Errors that say why, and whether to retry: each cause provoked against a real sshd.
 
+Each reading is checked as data: the kind (the seeds'), the cause (:class:`~hostinv.causes.Cause`),
+whether a retry can help (the cause's), the facts (destination, exit status, ssh's reason line)
+and the fix, which lives in ``error.fix``, never in the message.
+
 Login shells and accounts come from throwaway users (:mod:`integration.users`), an sshd with a
 ``ForceCommand`` is started here beside the lab's, and a server that stalls the key exchange is
 a small TCP server in this file. Where a reading depends on whether the remote side printed its
@@ -11,6 +15,7 @@ ready marker, which only the session core knows, the test runs the session's own
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
+from hostinv.causes import CAUSES, Cause
 from integration.sshlab import SSHD, free_port, keygen, wait_listening
 from integration.users import throwaway_user
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
@@ -60,10 +66,25 @@ def target(config: Path, host: str = "lab1", **settings: object) -> SshTarget:
 
 async def start_error(tgt: SshTarget, command: str | list[str] | None = None) -> RemoteAcpError:
     opts = options() if command is None else fast_options(command, **SSH_BOUNDS)
-    with pytest.raises(RemoteAcpError) as info:
+    with pytest.raises(RemoteAcpError) as info, anyio.fail_after(120):
         async with open_session("/tmp", opts, target=tgt):
             pass
     return info.value
+
+
+def assert_cause(err: RemoteAcpError | None, kind: ErrorKind, cause: Cause, destination: str) -> RemoteAcpError:
+    """``err`` is ``kind`` with ``cause``, its retryability and fix are the cause's, it names
+    ``destination`` in its facts and its JSON, and its message carries no fix."""
+    assert err is not None
+    assert (err.kind, err.cause) == (kind, cause), repr(err)
+    assert err.retryable is CAUSES[cause].retryable
+    assert err.facts.destination == destination, err.facts
+    data = err.to_json()
+    assert (data["error_kind"], data["cause"], data["retryable"]) == (kind.value, cause.value, err.retryable)
+    assert data["fix"] == (err.fix or None) and data["facts"]["destination"] == destination
+    if err.fix:
+        assert err.fix not in err.message
+    return err
 
 
 def read_by_hand(
@@ -95,9 +116,22 @@ async def test_changed_host_key_is_permanent_and_names_the_fix(ssh_lab: SshLab, 
     wrong.write_text(f"[{lab1.address}]:{lab1.port} {' '.join(other.with_suffix('.pub').read_text().split()[:2])}\n")
     config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=wrong)
     err = await start_error(target(config))  # accept-new, the default, still refuses a change
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.HOST_KEY_CHANGED, "lab1")
+    assert not err.retryable and err.facts.exit_status == 255
     assert err.message.startswith("the host key of lab1 has changed")
-    assert f'ssh-keygen -f "{wrong}" -R "[{lab1.address}]:{lab1.port}"' in err.message
+    key_name = f"[{lab1.address}]:{lab1.port}"
+    assert (err.facts.known_hosts, err.facts.key_name) == (str(wrong), key_name)
+    # ssh-keygen's own removal, quoted for a shell (ssh quotes it for the eye), ends the fix
+    command = f"ssh-keygen -f {shlex.quote(str(wrong))} -R {shlex.quote(key_name)}"
+    assert err.fix.endswith(": " + command), err.fix
+    assert "ssh-keygen" not in err.message
+    # Run as printed, it removes the stale key; accept-new then takes the real one and starts.
+    done = await anyio.run_process(shlex.split(err.fix.rsplit(": ", 1)[1]), check=False)
+    assert done.returncode == 0, done.stderr
+    with anyio.fail_after(60):
+        async with open_session("/tmp", options(), target=target(config)):
+            pass
+    assert lab1.known_hosts_line.split(" ", 1)[1] in wrong.read_text()
 
 
 async def test_unknown_host_key_with_policy_yes_is_permanent(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -105,9 +139,11 @@ async def test_unknown_host_key_with_policy_yes_is_permanent(ssh_lab: SshLab, tm
     empty.write_text("")
     config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=empty)
     err = await start_error(target(config, host_key_policy="yes"))
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.HOST_KEY_UNKNOWN, "lab1")
+    assert not err.retryable and err.facts.exit_status == 255
     assert err.message.startswith("the host key of lab1 is not known")
     assert "Host key verification failed" in err.detail
+    assert err.fix.endswith(": ssh -o StrictHostKeyChecking=accept-new lab1 true"), err.fix
 
 
 async def test_refused_authentication_is_permanent(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -115,14 +151,20 @@ async def test_refused_authentication_is_permanent(ssh_lab: SshLab, tmp_path: Pa
     keygen(stranger)
     config = ssh_lab.config_variant(tmp_path / "cfg", identity=stranger)
     err = await start_error(target(config))
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
-    assert err.message.startswith("lab1 refused the authentication (root@127.0.0.2: Permission denied (publickey).)")
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.AUTH_FAILED, "lab1")
+    assert not err.retryable and err.facts.exit_status == 255
+    assert err.facts.ssh_reason == "root@127.0.0.2: Permission denied (publickey)."
+    assert err.message.startswith("lab1 refused the authentication") and err.facts.ssh_reason in err.message
+    assert "ssh-copy-id lab1" in err.fix, err.fix
 
 
 async def test_a_refused_connection_stays_retryable(ssh_lab: SshLab) -> None:
     err = await start_error(target(ssh_lab.config, "root@127.0.0.2:9"))
-    assert err.kind is ErrorKind.PORT_EXIT and err.retryable
-    assert err.message == "ssh connection failed" and "Connection refused" in err.detail
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.CONNECT_REFUSED, "root@127.0.0.2:9")
+    assert err.retryable and err.facts.exit_status == 255
+    assert err.facts.ssh_reason == "connect to host 127.0.0.2 port 9: Connection refused"
+    assert err.facts.ssh_target == "-p 9 root@127.0.0.2"
+    assert err.fix == CAUSES[Cause.CONNECT_REFUSED].fix
 
 
 async def test_remote_command_conflict_is_permanent_where_ssh_cannot_override_it(
@@ -135,7 +177,8 @@ async def test_remote_command_conflict_is_permanent_where_ssh_cannot_override_it
         lambda: read_by_hand("lab1", config, f"echo {READY_LINE}", known_options=frozenset())
     )
     assert not ready
-    assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert_cause(error, ErrorKind.PORT_EXIT, Cause.SSH_CONFIG_INVALID, "lab1")
+    assert error is not None and not error.retryable
     assert error.message.startswith("the ssh_config sets a RemoteCommand for lab1")
     # Where it knows the option, the override wins and the command runs.
     error, ready = await anyio.to_thread.run_sync(lambda: read_by_hand("lab1", config, f"echo {READY_LINE}"))
@@ -145,11 +188,18 @@ async def test_remote_command_conflict_is_permanent_where_ssh_cannot_override_it
 # -- after the login ----------------------------------------------------------------------------
 
 
-async def test_agent_missing_on_the_host_is_agent_not_found(ssh_lab: SshLab) -> None:
+async def test_agent_missing_on_the_host_is_port_exit_with_the_cause_agent_not_found(ssh_lab: SshLab) -> None:
+    # The seeds' rule: ssh's 127 reaches the session as the loss of its connection (port_exit),
+    # with the remote shell's own words; the cause says it will not go away on a retry.
     err = await start_error(target(ssh_lab.config), "remote-acp-no-such-agent --acp")
-    assert err.kind is ErrorKind.AGENT_NOT_FOUND and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.AGENT_NOT_FOUND, "lab1")
+    assert not err.retryable and err.facts.exit_status == 127
     assert err.message.startswith("the agent command was not found on lab1 (")
-    assert "remote-acp-no-such-agent" in err.message
+    assert err.facts.ssh_reason is not None and "remote-acp-no-such-agent" in err.facts.ssh_reason
+    assert err.facts.ssh_reason in err.message
+    assert err.fix == CAUSES[Cause.AGENT_NOT_FOUND].fix
+    for chatter in ("Authenticated to", "Transferred: sent", "Bytes per second"):
+        assert chatter not in err.message and chatter not in err.facts.ssh_reason
 
 
 @pytest.fixture
@@ -176,16 +226,19 @@ async def test_a_login_shell_that_runs_no_command_is_permanent(ssh_lab: SshLab, 
             lambda: read_by_hand(user.destination("lab1"), ssh_lab.config, f"echo {READY_LINE}")
         )
     assert not ready
-    assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert_cause(error, ErrorKind.PORT_EXIT, Cause.LOGIN_REFUSED, user.destination("lab1"))
+    assert error is not None and not error.retryable and error.facts.exit_status == 1
     assert error.message.startswith(f"the login on {user.name}@lab1 ended with exit status 1 before the session's")
     assert "nologin" in error.message
+    assert error.fix == CAUSES[Cause.LOGIN_REFUSED].fix
 
 
 async def test_a_false_login_shell_ends_a_session_start_as_permanent(ssh_lab: SshLab, homes: Path) -> None:
     # The whole way: /bin/false says nothing and writes nothing, which is enough to read it.
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell="/bin/false", base=homes) as user:
         err = await start_error(target(ssh_lab.config, user.destination("lab1")))
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.LOGIN_REFUSED, user.destination("lab1"))
+    assert not err.retryable and err.facts.exit_status == 1
     assert "before the session's command started" in err.message
 
 
@@ -193,7 +246,8 @@ async def test_a_false_login_shell_ends_a_session_start_as_permanent(ssh_lab: Ss
 async def test_a_restricted_shell_is_permanent(ssh_lab: SshLab, homes: Path) -> None:
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell="/bin/rbash", base=homes) as user:
         err = await start_error(target(ssh_lab.config, user.destination("lab1")))
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.LOGIN_REFUSED, user.destination("lab1"))
+    assert not err.retryable and err.facts.exit_status == 1
     assert err.message.startswith(f"the login shell on {user.name}@lab1 is a restricted shell")
     assert "restricted)" in err.message
 
@@ -230,7 +284,8 @@ def forced_host(ssh_lab: SshLab, tmp_path: Path) -> Iterator[Path]:
 async def test_a_force_command_that_is_not_ours_is_permanent(forced_host: Path) -> None:
     error, ready = await anyio.to_thread.run_sync(lambda: read_by_hand("labforced", forced_host, f"echo {READY_LINE}"))
     assert not ready
-    assert error is not None and error.kind is ErrorKind.PORT_EXIT and not error.retryable
+    assert_cause(error, ErrorKind.PORT_EXIT, Cause.LOGIN_REFUSED, "labforced")
+    assert error is not None and not error.retryable and error.facts.exit_status == 0
     assert error.message.startswith("the login on labforced ended with exit status 0 before the session's command")
     assert "ForceCommand" in error.message
 
@@ -251,8 +306,9 @@ async def test_a_keepalive_timeout_quotes_ssh(ssh_lab: SshLab, tmp_path: Path) -
     finally:
         lab4.restore_link()
     assert turn.result is not None and turn.result.error is not None
-    assert turn.result.error.kind is ErrorKind.PORT_EXIT
-    assert f"Timeout, server {lab4.address} not responding." in str(turn.result.error)
+    error = turn.result.error
+    assert (error.kind, error.cause, error.retryable) == (ErrorKind.PORT_EXIT, Cause.LINK_LOST, True), repr(error)
+    assert f"Timeout, server {lab4.address} not responding." in str(error)
 
 
 # -- the connect timeout covers the whole connection setup ---------------------------------------
@@ -319,7 +375,8 @@ async def test_a_stalled_key_exchange_says_the_connection_setup_did_not_complete
     stalling_server: StallingServer,
 ) -> None:
     err, _ = await stalled_start(stalling_server)
-    assert err.kind is ErrorKind.PORT_EXIT and err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.CONNECT_TIMEOUT, f"root@127.0.0.1:{stalling_server.port}")
+    assert err.retryable and err.facts.bound_ms is not None and err.facts.bound_ms > 0
     assert "connection setup to root@127.0.0.1" in err.message and "did not complete in time" in err.message
 
 
@@ -330,11 +387,13 @@ async def test_a_stalled_key_exchange_says_the_connection_setup_did_not_complete
 async def test_a_nologin_shell_ends_a_session_start_as_permanent(ssh_lab: SshLab, homes: Path) -> None:
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell="/usr/sbin/nologin", base=homes) as user:
         err = await start_error(target(ssh_lab.config, user.destination("lab1")))
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.LOGIN_REFUSED, user.destination("lab1"))
+    assert not err.retryable and err.facts.exit_status == 1
     assert "before the session's command started" in err.message and "nologin" in err.message
 
 
 async def test_a_force_command_ends_a_session_start_as_permanent(forced_host: Path) -> None:
     err = await start_error(target(forced_host, "labforced"))
-    assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
+    assert_cause(err, ErrorKind.PORT_EXIT, Cause.LOGIN_REFUSED, "labforced")
+    assert not err.retryable and err.facts.exit_status == 0
     assert "ForceCommand" in err.message
