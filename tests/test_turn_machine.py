@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from remote_acp.errors import ErrorKind
+from remote_acp.errors import Cause, ErrorFacts, ErrorKind
 from remote_acp.events import (
     Event,
     Malformed,
@@ -233,3 +233,86 @@ def test_an_unreadable_answer_is_an_unknown_outcome_settled_like_a_cancel() -> N
     m.tick(6.0)
     assert m.result is not None and m.result.error_kind is ErrorKind.TURN_OUTCOME_UNKNOWN
     assert m.result.message == "a line from the agent exceeded the connection's line bound"
+
+
+# -- causes ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "cause", "retryable"),
+    [
+        ({"stopReason": "refusal"}, Cause.REFUSED, False),
+        ({"stopReason": "max_tokens"}, Cause.TOKEN_LIMIT, False),
+        ({"stopReason": "max_turn_requests"}, Cause.REQUEST_LIMIT, True),
+        ({"stopReason": "cancelled"}, Cause.AGENT_REPORTED_FAILURE, True),  # a cancel nobody asked for
+        ({"stopReason": "mystery"}, Cause.OUTCOME_UNKNOWN, False),
+        ({}, Cause.OUTCOME_UNKNOWN, False),
+    ],
+)
+def test_every_answered_ending_carries_its_cause(answer: dict[str, str], cause: Cause, retryable: bool) -> None:
+    m = machine()
+    m.on_answer(answer, None, NO_SECRETS)
+    assert m.result is not None and m.result.error is not None
+    assert (m.result.cause, m.result.error.retryable) == (cause, retryable)
+    assert m.result.to_json()["cause"] == cause.value
+
+
+@pytest.mark.parametrize(
+    ("ending", "kind", "cause", "bound_ms"),
+    [
+        (Ending.cancelled(), ErrorKind.TURN_CANCELLED, Cause.CANCELLED, None),
+        (Ending.stalled(10_000), ErrorKind.TURN_CANCELLED, Cause.STALLED, 10_000),
+        (Ending.timed_out(100_000), ErrorKind.TURN_TIMEOUT, Cause.TURN_DEADLINE, 100_000),
+        (Ending.input_required("a login"), ErrorKind.TURN_INPUT_REQUIRED, Cause.INPUT_REQUIRED, None),
+        (Ending.outcome_unknown("why"), ErrorKind.TURN_OUTCOME_UNKNOWN, Cause.OUTCOME_UNKNOWN, None),
+        (Ending.port_exit("why"), ErrorKind.PORT_EXIT, Cause.AGENT_LOST, None),
+    ],
+)
+def test_every_induced_ending_carries_its_cause(
+    ending: Ending, kind: ErrorKind, cause: Cause, bound_ms: int | None
+) -> None:
+    m = machine()
+    m.induce(ending)
+    m.on_answer({"stopReason": "cancelled"}, None, NO_SECRETS)  # the runtime's answer to our cancel
+    assert m.result is not None and m.result.error is not None
+    assert (m.result.error.kind, m.result.error.cause, m.result.error.facts.bound_ms) == (kind, cause, bound_ms)
+
+
+def test_a_stall_says_it_stalled() -> None:
+    m = machine()
+    m.tick(10.0)
+    assert m.take_cancel(10.0)
+    m.on_answer({"stopReason": "cancelled"}, None, NO_SECRETS)
+    assert m.result is not None and m.result.cause is Cause.STALLED
+    assert m.result.message == "the turn stalled: the agent sent nothing for stall_timeout_ms (10000 ms)"
+    last = terminal(m)
+    assert isinstance(last, TurnCancelled) and last.message == m.result.message
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "cause"),
+    [
+        (-32000, ErrorKind.CREDENTIAL_UNVERIFIED, Cause.CREDENTIAL_REFUSED),
+        (-32603, ErrorKind.RESPONSE_ERROR, Cause.AGENT_ERROR),
+    ],
+)
+def test_an_error_answer_reads_as_at_any_call(code: int, kind: ErrorKind, cause: Cause) -> None:
+    m = machine()
+    m.on_answer(None, RpcErrorBody(code, "no", {"details": "exited"}), NO_SECRETS, hint="run `x login`")
+    assert m.result is not None and m.result.error is not None
+    error = m.result.error
+    assert (error.kind, error.cause, error.facts.rpc_code, error.facts.rpc_data) == (
+        kind,
+        cause,
+        code,
+        '{"details":"exited"}',
+    )
+    assert ("run `x login`" in error.message) is (code == -32000)
+
+
+def test_a_lost_connection_carries_the_cause_and_facts_it_is_given() -> None:
+    m = machine()
+    m.on_lost()
+    m.finish_lost("ended", "killed by signal SIGKILL", cause=Cause.AGENT_KILLED, facts=ErrorFacts(signal=9))
+    assert m.result is not None and m.result.error is not None
+    assert (m.result.cause, m.result.error.facts.signal, m.result.error.retryable) == (Cause.AGENT_KILLED, 9, True)

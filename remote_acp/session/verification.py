@@ -1,4 +1,10 @@
-"""Checking that a runtime accepts its credential, before any working turn."""
+"""Checking that a runtime accepts its credential, before any working turn.
+
+Runtimes refuse a credential at different calls: Gemini CLI and Qwen Code at ``session/new``,
+Claude's ACP adapter only at ``session/prompt`` (and it lists no auth methods). Verification
+stops before any prompt (a prompt costs a model call), so an accepted ``session/new`` proves the
+credential only for an agent that asks for one: :attr:`CredentialVerdict.conclusive` says which.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,14 @@ class CredentialVerdict:
     agent_version: str
     session_id: str
     auth_methods: tuple[str, ...] = ()
-    """The ids of the authentication methods the agent lists (empty: it asks for none)."""
+    """The ids of the authentication methods the agent lists (empty: it names none)."""
+
+    @property
+    def conclusive(self) -> bool:
+        """Whether the accepted ``session/new`` shows the credential is accepted: only when the
+        agent lists auth methods. One that lists none may need no login, or may refuse its
+        credential at the first prompt (``-32000`` there ends the turn ``credential_unverified``)."""
+        return bool(self.auth_methods)
 
 
 async def verify_credentials(
