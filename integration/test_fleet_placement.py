@@ -201,7 +201,9 @@ async def test_a_run_falls_over_to_the_next_host_when_its_start_fails(
     placement = next(line for line in lines if line["type"] == "placement")
     (failed,) = placement["failed"]
     assert failed["host"] in ("a", "b") and failed["host"] != placement["host"]
-    assert (failed["error_kind"], failed["retryable"]) == ("port_exit", True)
+    # An agent that exits while starting is not retryable on that host, but another host may
+    # start it: the placement falls over.
+    assert (failed["error_kind"], failed["cause"], failed["retryable"]) == ("port_exit", "agent_exited", False)
     final = result(lines)
     assert (final["outcome"], final["host"]) == ("turn_completed", placement["host"]), final
     assert len(fleet.agents()) == 2  # the one that crashed, the one that ran
@@ -217,6 +219,7 @@ async def test_a_selection_that_matches_nothing_is_a_usage_error(ssh_lab: SshLab
     assert not fleet.agents()
 
 
+@pytest.mark.both_backends
 async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_path: Path, homes: Path) -> None:
     (tmp_path / "lab").mkdir()
     lab = SshLab(tmp_path / "lab").start(2, namespaced=False)
@@ -243,6 +246,10 @@ async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_pat
                 outcome = await placed.session.run_turn("hi")
                 assert outcome.outcome == "turn_completed"
             assert pool.opened == {}
+            # The pool keeps the dead host out at once: the next placement does not try it.
+            async with pool.session(workspace, SessionOptions(command=command)) as placed:
+                assert (placed.host, placed.failed) == (second, ())
+            assert pool.tries == {first.name: 1, second.name: 2}
     finally:
         lab.stop()
 

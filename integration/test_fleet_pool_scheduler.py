@@ -286,6 +286,7 @@ async def run_queue(fleet: Fleet, *, jobs: int, workers: int) -> None:
     given_up: dict[int, RemoteAcpError] = {}
     dead = "lab2"
     tries_at_death: list[int] = []
+    retried: list[tuple[int, str, Cause | None]] = []
 
     async def run(job: int) -> None:
         for _ in range(4):
@@ -299,6 +300,7 @@ async def run_queue(fleet: Fleet, *, jobs: int, workers: int) -> None:
                             kill_host(fleet.lab, dead)
                         return
                     assert turn.error is not None and turn.error.retryable, turn.message
+                    retried.append((job, placed.host.name, turn.cause))
                     pool.invalidate(placed.host.name)  # the link went: a probe before it is tried again
             except RemoteAcpError as exc:
                 if not exc.retryable:
@@ -319,4 +321,5 @@ async def run_queue(fleet: Fleet, *, jobs: int, workers: int) -> None:
     assert tries_at_death, "the host was never killed"
     assert pool.tries.get(dead, 0) - tries_at_death[0] <= 1, pool.tries
     assert dead in set(done.values())  # it ran jobs before it died
+    assert all(host == dead for _, host, _ in retried), retried  # only the dead host's sessions failed
     assert pool.opened == {}
