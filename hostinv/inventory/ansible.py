@@ -265,15 +265,17 @@ def expand_host_range(pattern: str, *, limit: int = MAX_HOSTS) -> list[str]:
             if int(start) > int(end):
                 raise ValueError(f"the range [{start}:{end}] is reversed")
             items = range(int(start), int(end) + 1, step)  # sized without being built
+            size = (int(end) - int(start)) // step + 1  # len() of a range over sys.maxsize overflows
             widths.append(len(start) if start.startswith("0") else 0)
         elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
             if start > end:
                 raise ValueError(f"the range [{start}:{end}] is reversed")
             items = "".join(chr(c) for c in range(ord(start), ord(end) + 1, step))
+            size = len(items)
             widths.append(0)
         else:
             raise ValueError(f"the range [{start}:{end}] mixes digits and letters or spans several letters")
-        count *= len(items)
+        count *= size
         if count > limit:
             raise ValueError(f"the pattern names over {limit} hosts (the bound of one inventory)")
         literals.append(pattern[pos : match.start()])
