@@ -194,3 +194,26 @@ def test_stdin_eof_exits_mid_turn(agent: AgentProcess) -> None:
     assert agent.proc.stdin is not None
     agent.proc.stdin.close()
     assert agent.proc.wait(timeout=5) == 0
+
+
+def test_scripted_error_data_auth_methods_and_a_slow_method() -> None:
+    login = {"id": "login", "name": "Log in", "description": "run `agent login`"}
+    process = AgentProcess(
+        "--error-data", '{"details": "exited"}', "--auth-method", json.dumps(login), "--answer-after", "new=0.3"
+    )
+    try:
+        process.request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        assert process.recv()["result"]["authMethods"] == [login]
+        started = time.monotonic()
+        process.request(1, "session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = process.recv()["result"]["sessionId"]
+        assert time.monotonic() - started >= 0.3  # it read nothing meanwhile
+        process.prompt(2, sid, "@error=-32000")
+        _, response = process.until_response(2)
+        assert response["error"] == {
+            "code": -32000,
+            "message": "Authentication required: scripted credential refusal",
+            "data": {"details": "exited"},
+        }
+    finally:
+        process.close()
