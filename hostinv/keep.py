@@ -10,7 +10,7 @@ import os
 import tempfile
 from typing import Any, Final
 
-__all__ = ["ABSENT", "digest", "read_entry", "write_whole"]
+__all__ = ["ABSENT", "digest", "read_entry", "untrusted", "write_whole"]
 
 ABSENT: Final = "absent"
 """The digest of a file that does not exist."""
@@ -46,9 +46,51 @@ def digest(path: str) -> str:
         return ABSENT
 
 
+def untrusted(directory: str | os.PathLike[str]) -> str | None:
+    """Why ``directory`` cannot be trusted to hold what only this user wrote, or ``None``.
+
+    A cache read back steers what runs (an ``ssh -G`` answer names a ProxyCommand), so the
+    directory must be this user's own and writable by no one else; so must each directory above
+    it, up to the first one the user owns (another user who can rename a parent can swap the
+    whole tree). A parent owned by root and writable by no one else, or sticky (``/tmp``: no one
+    renames what they do not own), is fine. A directory that does not exist yet is ``None``: it
+    will be made by this user, mode 0700.
+    """
+    me = os.geteuid()
+    path = os.path.abspath(os.fspath(directory))
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be examined ({exc.strerror or exc})"
+    if info.st_uid != me:
+        return f"{path} belongs to uid {info.st_uid}, not to this user (uid {me})"
+    if info.st_mode & 0o022:
+        return f"{path} is writable by other users (mode {info.st_mode & 0o7777:04o})"
+    parent = os.path.dirname(path)
+    while parent != path:
+        path, parent = parent, os.path.dirname(parent)
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            return f"{path} cannot be examined ({exc.strerror or exc})"
+        sticky = bool(info.st_mode & 0o1000)
+        if info.st_mode & 0o022 and not sticky:
+            return f"{path}, above it, is writable by other users (mode {info.st_mode & 0o7777:04o})"
+        if info.st_uid == me or sticky:
+            return None
+        if info.st_uid != 0:
+            return f"{path}, above it, belongs to uid {info.st_uid}, who could replace what is below"
+    return None
+
+
 def read_entry(directory: str, name: str, version: int) -> dict[str, Any] | None:
     """The entry ``name`` (JSON) if it is of ``version`` and every file its ``files`` maps to a
-    digest still has that digest; else ``None``, as for an entry that does not read."""
+    digest still has that digest; else ``None``, as for an entry that does not read, or one in a
+    directory another user could have written (:func:`untrusted`)."""
+    if untrusted(directory) is not None:
+        return None
     try:
         with open(os.path.join(directory, name + ".json"), encoding="utf-8") as file:
             entry = json.load(file)

@@ -359,23 +359,24 @@ def test_ready_bound_is_the_connect_timeout_and_a_login_margin(connect_s: int, b
 
 
 @pytest.mark.parametrize(
-    ("flag", "setting"),
+    ("flag", "said"),
     [
-        ("--ssh-max-concurrent-starts", "max_concurrent_starts"),
-        ("--connect-timeout", "connect_timeout_s"),
-        ("--server-alive-count-max", "server_alive_count_max"),
+        # SshSettings refuses 0 by the setting's name: the flag reached it.
+        ("--ssh-max-concurrent-starts", "max_concurrent_starts must be at least 1"),
+        ("--server-alive-count-max", "server_alive_count_max must be at least 1"),
+        # Seconds, fractions too (rounded up for ssh), as check host takes them.
+        ("--connect-timeout", "0 is not in the range x>=0.1"),
     ],
 )
-def test_the_ssh_flags_reach_the_settings(flag: str, setting: str) -> None:
+def test_the_ssh_flags_reach_the_settings(flag: str, said: str) -> None:
     from click.testing import CliRunner
 
     from remote_acp.cli.main import cli as command
 
-    # SshSettings refuses 0 by the setting's name: the flag reached it.
     args = ["run", "--agent", "a", "--host", "build", "--workspace", "/tmp", flag, "0", "hi"]
     result = CliRunner().invoke(command, args)
     assert result.exit_code == 2, result.output
-    assert f"{setting} must be at least 1" in result.output
+    assert said in result.output
 
 
 @pytest.mark.anyio

@@ -163,6 +163,13 @@ def check_host(
         raise click.UsageError("--workspace must be an absolute path (a directory on the hosts)")
     if ssh_config is not None and ssh_config.lower() != "none" and not os.path.isfile(ssh_config):
         raise click.UsageError(f"the ssh config file {ssh_config} does not exist")
+    from ..errors import RemoteAcpError
+    from ..paths import cache_root, checked
+
+    try:
+        checked(cache_root())  # probes keep ssh -G's answers and their results there
+    except RemoteAcpError as exc:
+        raise InventoryFileError(str(exc)) from None
     merged = _load(lambda: load_merged(inventory_file, ssh_config))
     try:
         hosts = hostinv.select(merged, selectors)

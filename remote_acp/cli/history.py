@@ -23,11 +23,11 @@ import os
 import time
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 __all__ = ["HistoryError", "SessionHistory", "SessionRecord", "default_state_dir"]
 
@@ -42,12 +42,11 @@ class HistoryError(Exception):
 
 
 def default_state_dir() -> Path:
-    override = os.environ.get("REMOTE_ACP_STATE_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
+    """``$REMOTE_ACP_STATE_DIR``, else the platformdirs user state directory (see
+    :mod:`remote_acp.paths`)."""
+    from ..paths import state_root
 
-    return platformdirs.user_state_path("remote-acp")
+    return state_root()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +127,9 @@ class SessionHistory:
             held the lock for longer than the bound.
         """
         line = _encode(record)
+        self._trusted()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             with self._locked():
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
@@ -145,6 +145,7 @@ class SessionHistory:
 
         :raises HistoryError: the file exists but cannot be read.
         """
+        self._trusted()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -153,6 +154,17 @@ class SessionHistory:
             raise HistoryError(f"cannot read the session history {self.path}: {exc.strerror or exc}") from None
         lines = data.decode("utf-8", errors="replace").splitlines()
         return [record for line in lines if (record := _parse(line)) is not None]
+
+    def _trusted(self) -> None:
+        """A history another user could write would resume their sessions: refuse it."""
+        from hostinv.keep import untrusted
+
+        why = untrusted(self.path.parent)
+        if why is not None:
+            raise HistoryError(
+                f"will not use the session history in {self.path.parent}: {why}; make it private "
+                "(chmod go-w, owned by you) or set REMOTE_ACP_STATE_DIR to a directory of your own"
+            )
 
     def recent(
         self, *, workspace: str | None = None, target: str | None = None, limit: int = 20

@@ -165,9 +165,13 @@ def _load(read: Callable[[], Inventory]) -> Inventory:
     """``read()``, its file errors as exit status 10 with the message naming file, line and key."""
     import hostinv
 
+    from ..errors import RemoteAcpError
+
     try:
         return read()
     except (hostinv.InventoryInvalid, hostinv.InventoryUnreadable) as exc:
+        raise InventoryFileError(str(exc)) from None
+    except RemoteAcpError as exc:  # where merged views are kept cannot be trusted
         raise InventoryFileError(str(exc)) from None
 
 

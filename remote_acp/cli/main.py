@@ -276,12 +276,16 @@ def run(
             flag = "--host" if host is not None else "worker.ssh_hosts"
             raise click.UsageError(f"--workspace is required with {flag} (a directory on that host)")
         where = workspace
+        from ..errors import RemoteAcpError
         from .placement import fleet_hosts, is_selection
 
-        if len(selectors) == 1:
-            hosts = fleet_hosts(selectors[0], inventory_file, ssh_config)
-        else:
-            hosts = _selected(selectors, inventory_file, ssh_config)
+        try:
+            if len(selectors) == 1:
+                hosts = fleet_hosts(selectors[0], inventory_file, ssh_config)
+            else:
+                hosts = _selected(selectors, inventory_file, ssh_config)
+        except RemoteAcpError as exc:  # the cache where inventories are kept cannot be trusted
+            raise LocalIoError(str(exc)) from None
         if hosts is None:
             target = SshTarget(selectors[0], settings)
         else:

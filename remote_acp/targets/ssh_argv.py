@@ -207,12 +207,13 @@ def _kept_path(ssh: str) -> str | None:
     import json
     import os
 
+    from ..errors import RemoteAcpError
     from .ssh_config import cache_base
 
     try:
         stat = os.stat(ssh)
         base = cache_base()
-    except OSError:
+    except (OSError, RemoteAcpError):  # a cache that cannot be trusted only costs the reuse
         return None
     identity = json.dumps([1, ssh, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev, PROBED_OVERRIDES])
     return str(base / "ssh-options" / (hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:40]))

@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from .ssh import Destination
 
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 SYSTEM_SSH_CONFIG: Final = "/etc/ssh/ssh_config"
-CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"
+CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"  # the same as remote_acp.paths'
 # How `ssh -G` spells StrictHostKeyChecking values, read back as the policy names we use.
 _SSH_G_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
 
@@ -96,13 +96,14 @@ def ssh_g_cache_dir() -> Path:
 
 
 def cache_base() -> Path:
-    """``$REMOTE_ACP_CACHE_DIR``, else the platformdirs user cache directory of remote-acp."""
-    override = os.environ.get(CACHE_DIR_VARIABLE)
-    if override:
-        return Path(override)
-    import platformdirs
+    """``$REMOTE_ACP_CACHE_DIR``, else the platformdirs user cache directory of remote-acp, once
+    it is known only this user can have written it (:func:`remote_acp.paths.checked`).
 
-    return platformdirs.user_cache_path("remote-acp")
+    :raises RemoteAcpError: ``config_invalid``, a cache another user could write.
+    """
+    from ..paths import cache_root, checked
+
+    return checked(cache_root())
 
 
 def write_fallback_config(text: str, directory: Path) -> Path:
