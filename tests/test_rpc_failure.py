@@ -57,12 +57,13 @@ def test_auth_hint_names_what_each_method_says() -> None:
             "description": "Run `copilot login` in the terminal",
         },
         {"id": "api-key", "description": f"set the key (not {SECRET})"},
-        {"id": "bare"},
+        {"id": "bare"},  # an id alone says nothing about how
         {"id": 3, "name": None},
+        {"description": "no id, no name"},
         "not an object",
     ]
     assert auth_hint(methods, MASKER) == (
-        "Log in with Copilot CLI: Run `copilot login` in the terminal; api-key: set the key (not ***); bare"
+        "Log in with Copilot CLI: Run `copilot login` in the terminal; api-key: set the key (not ***); no id, no name"
     )
     assert auth_hint([], MASKER) == ""
     long = auth_hint([{"name": "n\nx" * 1000}], MASKER)

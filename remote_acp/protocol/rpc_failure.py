@@ -48,17 +48,18 @@ def data_text(data: Any) -> str | None:
 
 def auth_hint(methods: Sequence[Any], masker: Masker) -> str:
     """How the agent says it can be logged in, from ``initialize``'s ``authMethods``: each
-    method's ``name: description`` (either alone when the other is missing), joined by ``"; "``,
-    masked, escaped and bounded; ``""`` when no method says anything (Claude's adapter lists none)."""
+    method's ``name: description`` (its id standing in for a missing name; a method with
+    neither name nor description says nothing and is left out), joined by ``"; "``, masked,
+    escaped and bounded; ``""`` when no method says anything (Claude's adapter lists none)."""
     said: list[str] = []
     for method in methods[:_MAX_METHODS]:
         if not isinstance(method, dict):
             continue
-        name = _text(method.get("name")) or _text(method.get("id"))
-        description = _text(method.get("description"))
-        text = f"{name}: {description}" if name and description else name or description
-        if text:
-            said.append(text)
+        name, description = _text(method.get("name")), _text(method.get("description"))
+        if not name and not description:
+            continue
+        label = name or _text(method.get("id"))
+        said.append(f"{label}: {description}" if label and description else label or description)
     return masker.quote("; ".join(said), HINT_CAP) if said else ""
 
 
