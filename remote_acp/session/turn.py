@@ -83,10 +83,8 @@ class Ending:
     cause: Cause | None = None
     bound_ms: int | None = None
 
-    def error(self, detail: str = "") -> RemoteAcpError:
-        return RemoteAcpError(
-            self.kind, self.message, detail=detail, cause=self.cause, facts=ErrorFacts(bound_ms=self.bound_ms)
-        )
+    def error(self) -> RemoteAcpError:
+        return RemoteAcpError(self.kind, self.message, cause=self.cause, facts=ErrorFacts(bound_ms=self.bound_ms))
 
     @classmethod
     def cancelled(cls, why: str = "the turn was cancelled") -> Ending:
