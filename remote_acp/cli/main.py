@@ -168,6 +168,14 @@ def cli(log_level: str, log_format: str) -> None:
     callback=_no_nul,
     help="Carry this environment variable to the agent over stdin (never on argv). Repeatable.",
 )
+@click.option(
+    "--wait-for-slot",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Placed runs: when every host of the selection is at capacity, wait up to this many seconds for a "
+    "free agent slot instead of failing at once.",
+)
 @click.option("--resume", default=None, help="Continue this saved session id ('last': the latest here).")
 @click.option("--show-replay", is_flag=True, help="Print the history a continued session replays.")
 @click.option(
@@ -197,6 +205,7 @@ def run(
     server_alive_count_max: int,
     ssh_max_concurrent_starts: int,
     pass_env: tuple[str, ...],
+    wait_for_slot: float,
     resume: str | None,
     show_replay: bool,
     max_tokens: int | None,
@@ -319,6 +328,7 @@ def run(
         show_replay=show_replay,
         history=history,
         pool=pool,
+        wait_for_slot_s=wait_for_slot,
         max_tokens=max_tokens if max_tokens is not None else workflow.config.agent.max_tokens if workflow else None,
     )
     _collect_later()

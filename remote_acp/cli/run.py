@@ -35,7 +35,9 @@ from .render import HumanRenderer, JsonRenderer
 from .streams import Output, OutputError, standard_output
 
 if TYPE_CHECKING:
-    from ..fleet.pool import HostPool, Placement
+    from collections.abc import Callable
+
+    from ..fleet.pool import HostPool, Placement, SlotWait
     from ..options import SessionOptions
     from ..targets.launch import LaunchTarget
 
@@ -58,6 +60,8 @@ class RunRequest:
     """Place the session on the best ready host of the pool (``target`` is then unused)."""
     max_tokens: int | None = None
     """The run's token ceiling: no prompt is sent once the measured total reaches it."""
+    wait_for_slot_s: float = 0.0
+    """A placed run: how long to wait for a free agent slot when every host is at capacity."""
 
 
 class _Tokens:
@@ -260,7 +264,13 @@ async def _drive(
     async with contextlib.AsyncExitStack() as stack:
         if request.pool is not None:
             placement = await stack.enter_async_context(
-                request.pool.session(request.workspace, request.options, resume=request.resume)
+                request.pool.session(
+                    request.workspace,
+                    request.options,
+                    resume=request.resume,
+                    wait_for_slot_s=request.wait_for_slot_s,
+                    on_wait=_waiting(renderer),
+                )
             )
             await _placed(renderer, placement, final)
             session = placement.session
@@ -306,6 +316,25 @@ async def _drive(
                 final.update(error_kind=turn["error_kind"], cause=turn.get("cause"), retryable=turn["retryable"])
                 return exit_code_for(turn["error_kind"])
     return EXIT_OK
+
+
+def _waiting(renderer: JsonRenderer | HumanRenderer) -> Callable[[SlotWait], None] | None:
+    """What a person sees while a placed run waits for a slot: a notice now and then."""
+    if not isinstance(renderer, HumanRenderer):
+        return None
+    said = -math.inf
+
+    def waiting(wait: SlotWait) -> None:
+        nonlocal said
+        if wait.waited_s - said >= 10:  # a line every ten seconds, not one per poll
+            said = wait.waited_s
+            hosts = ", ".join(wait.full)
+            renderer.note_now(
+                f"waiting for a free agent slot ({wait.waited_s:.0f} s so far, {wait.left_s:.0f} s left): "
+                f"at capacity: {hosts}"
+            )
+
+    return waiting
 
 
 async def _placed(renderer: JsonRenderer | HumanRenderer, placement: Placement, final: dict[str, Any]) -> None:

@@ -1,0 +1,86 @@
+"""``remote-acp run --wait-for-slot`` against a real sshd host of capacity 1: a placed run that finds
+every slot held fails at once without it (``at_capacity``, retryable, exit 5), and with it waits,
+saying so, until the slot frees, then runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from integration.users import agent_pythonpath, throwaway_user
+from remote_acp.targets.process_tree import alive
+from tests.support.agents import wait_until
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from integration.sshlab import SshLab
+
+pytestmark = pytest.mark.anyio
+
+CLI = [sys.executable, "-m", "remote_acp.cli.main"]
+PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+AGENT = """#!/bin/sh
+[ "$1" = --version ] && {{ echo "scripted 1.0"; exit 0; }}
+mkdir -p "$HOME/pids"; echo $$ > "$HOME/pids/pid-$$"
+exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
+"""
+
+
+def final(out: str) -> dict[str, Any]:
+    return next(line for line in map(json.loads, out.splitlines()) if line["type"] == "run_result")
+
+
+async def test_a_full_host_fails_at_once_or_is_waited_for(ssh_lab: SshLab, homes: Path, tmp_path: Path) -> None:
+    assert PYTHON is not None
+    with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), base=homes) as user:
+        user.write("agent", AGENT.format(repo=agent_pythonpath(), python=PYTHON), mode=0o755)
+        user.makedirs(user.home / "ws")
+        inventory = tmp_path / "inventory.yaml"
+        inventory.write_text(f"hosts:\n  solo:\n    address: lab1\n    user: {user.name}\n    capacity: 1\n")
+        env = os.environ | {"REMOTE_ACP_CACHE_DIR": str(tmp_path / "cache")}
+
+        def argv(*more: str) -> list[str]:
+            return [
+                *CLI, "run", "--host", "solo", "--inventory", str(inventory), "--ssh-config", str(ssh_lab.config),
+                "--workspace", str(user.home / "ws"), "--agent", f"{user.home}/agent", *more,
+            ]  # fmt: skip
+
+        def agents() -> list[int]:
+            pids = user.home / "pids"
+            return [int(p.name[4:]) for p in pids.glob("pid-*") if alive(int(p.name[4:]))] if pids.exists() else []
+
+        holder = await anyio.open_process(argv("--json", "@sleep=6 held"), env=env, stderr=subprocess.DEVNULL)
+        try:
+            await wait_until(lambda: len(agents()) == 1, within=60)
+
+            with anyio.fail_after(120):
+                refused = await anyio.run_process(argv("--json", "hi"), env=env, check=False)
+            result = final(refused.stdout.decode())
+            assert refused.returncode == 5, refused.stderr
+            assert (result["error_kind"], result["cause"], result["retryable"]) == ("port_exit", "at_capacity", True)
+
+            started = time.monotonic()
+            with anyio.fail_after(150):
+                waited = await anyio.run_process(argv("--wait-for-slot", "90", "hi"), env=env, check=False)
+            said = waited.stderr.decode()
+            assert waited.returncode == 0, said
+            assert "waiting for a free agent slot" in said and "at capacity: solo" in said
+            with anyio.fail_after(60):
+                assert await holder.wait() == 0  # it ran first, whole
+            assert time.monotonic() - started < 90
+        finally:
+            if holder.returncode is None:
+                holder.kill()
+            with anyio.move_on_after(60):
+                await holder.wait()
+            await holder.aclose()
+        await wait_until(lambda: not agents(), within=30)
