@@ -240,6 +240,7 @@ async def test_a_workspace_missing_everywhere_is_invalid_workspace_cwd_after_one
         False,
     )
     assert sorted(a.host for a in error.facts.attempts) == ["lab1", "lab2", "lab3", "lab4"]
+    assert f"mkdir -p -- {workspace}" in error.fix
     assert pool.tries == {"lab1": 1, "lab2": 1, "lab3": 1, "lab4": 1}  # every host tried, once
     records = [r for r in caplog.records if r.name == "remote_acp.fleet.pool"]
     assert [r.levelno for r in records] == [logging.INFO] * 4

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 from hostinv.probes import Verdict
 
-from ..errors import ErrorKind, RemoteAcpError
+from ..errors import ErrorFacts, ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
     from hostinv import Host
@@ -99,6 +99,11 @@ class LoginProbe:
         if judgement.ready:
             return None
         kind = _REFUSAL_KIND.get(judgement.verdict, ErrorKind.PORT_EXIT)
-        return RemoteAcpError(
-            kind, f"the host's probe found it not ready: {judgement.message}", cause=judgement.why
+        facts = ErrorFacts(  # what the cause's fix names (the workspace to create, the slots to remove)
+            host=self.host.name,
+            destination=self.host.destination,
+            workspace=self.workspace,
+            slot_dir=report.slot_dir if report is not None else None,
         )
+        said = f"the host's probe found it not ready: {judgement.message}"
+        return RemoteAcpError(kind, said, cause=judgement.why, facts=facts)
