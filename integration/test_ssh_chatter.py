@@ -17,6 +17,7 @@ import pytest
 
 from integration.sshlab import keygen
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, SshSettings, SshTarget, open_session
+from remote_acp.fleet.check import handshake_judgement
 from remote_acp.targets.ssh import is_ssh_chatter
 from tests.support.agents import fast_options, scripted
 
@@ -47,7 +48,9 @@ async def failed_start(
 
 
 def said_nothing_of_chatter(error: RemoteAcpError, logged: list[str]) -> None:
-    texts = [str(error), error.message, error.detail, *logged]
+    """Nowhere: the error, the lines logged, nor the verdict ``check host`` gives."""
+    judgement = handshake_judgement(error)
+    texts = [str(error), error.message, error.detail, judgement.message, judgement.fix or "", *logged]
     assert not [text for text in texts if any(words in text for words in CHATTER)], texts
 
 
