@@ -208,7 +208,7 @@ def test_a_slot_directory_no_session_can_use_makes_the_host_at_capacity(prefix: 
     ready = replace(report, workspace="dir", workspace_writable=True, agent_found=True, agent_path="/bin/q")
     judged = judge_report(ready, "q", "/w", capacity=4)
     assert judged.verdict is Verdict.AT_CAPACITY and str(slots) in judged.message
-    assert judged.fix == f"remove {slots} on the host (its owner or root can)"
+    assert judged.fix == f"remove {slots} on the host (its owner or root can), then retry"
     slots.unlink()
     slots.mkdir(mode=0o700)
     os.chown(slots, 65534, 65534)  # nobody's

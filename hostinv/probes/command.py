@@ -37,6 +37,8 @@ from __future__ import annotations
 import shlex
 from typing import Final
 
+from ..slots import PRIVATE, slot_dir_lines
+
 __all__ = [
     "EXIT_DATA_INCOMPLETE",
     "LOGIN_TIMEOUT_S",
@@ -305,7 +307,7 @@ if [ -n "$_hp_slotp" ]; then
     done </proc/self/status
   fi
   _hp_int "$_hp_v" || _hp_v=$(id -u 2>/dev/null) || _hp_v=
-  _hp_sd=$_hp_slotp$_hp_v
+__SLOT_DIR__
   # Any flock lock at all (a "->" line is a waiter, not a holder): without one, nothing is held.
   # The shell reads a byte at a time, so past 256 lines of other locks awk decides instead.
   _hp_any= _hp_n=0
@@ -356,6 +358,13 @@ def _data_line(agent_program: str, workspace: str, login_lookup: bool, version_l
         ]
     ).encode("utf-8", "surrogateescape")
     return "_hp_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
+
+
+def _slot_dir(slot_prefix: str) -> list[str]:
+    """The lines that set ``_hp_sd`` to the slot directory, as the session script finds it."""
+    if slot_prefix == PRIVATE:
+        return slot_dir_lines(PRIVATE, out="_hp_sd", uid="_hp_v", scratch="_hp_sl")
+    return ["_hp_sd=$_hp_slotp$_hp_v"]  # the prefix travels as data (any bytes)
 
 
 def probe_script(
@@ -409,6 +418,7 @@ def probe_script(
         .replace("__MARK__", _LOGIN_MARK)
         .replace("__HEADER__", REPORT_HEADER)
         .replace("__END__", REPORT_END)
+        .replace("__SLOT_DIR__", "\n".join("  " + line for line in _slot_dir(slot_prefix)))
     )
     return (
         "\n".join(

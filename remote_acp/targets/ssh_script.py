@@ -49,6 +49,8 @@ import secrets
 import shlex
 from typing import TYPE_CHECKING, Final
 
+from hostinv.slots import PRIVATE, slot_dir_lines
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -97,7 +99,9 @@ NO_GO_MARK: Final = "remote-acp: no go-ahead after the ready marker; nothing was
 AT_CAPACITY_MARK: Final = "remote-acp: host at capacity: every agent slot is held; slots:"
 SLOTS_MARK: Final = "remote-acp: the agent slots directory is not usable (it must be a directory the user owns):"
 END_MARK: Final = "# remote-acp end"
-SLOT_DIR_PREFIX: Final = "/tmp/remote-acp-slots-"
+SLOT_DIR_PREFIX: Final = PRIVATE
+"""Where sessions keep their agent slots by default: the user's own directory on the host
+(:mod:`hostinv.slots`), never one another user could make first."""
 """Where a host keeps its agent slots: this prefix and the user's numeric id. Local to the host
 (``/tmp``, never a home directory that NFS may share between hosts), one per user (the directory
 must be the user's own, so nobody else can hold or plant its slots)."""
@@ -327,7 +331,7 @@ def remote_script(
         raise ValueError("the ready marker must be ASCII letters, digits and dashes")
     if any(c in tool_path for c in "'\\\n"):
         raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
-    if not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= _PLAIN:
+    if slot_prefix != PRIVATE and (not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= _PLAIN):
         raise ValueError("the slot prefix must be an absolute path of letters, digits and /._,:+=@%-")
     if preflight is not None and (ready_marker is None or not preflight.isascii()):
         raise ValueError("a preflight needs a ready marker, and must be ASCII")
@@ -388,9 +392,10 @@ def _slot_lines(capacity: int, prefix: str) -> list[str]:
         "  done </proc/self/status",
         "fi",
         'case $_ra_uid in ""|*[!0-9]*) _ra_uid=$(id -u) ;; esac',
-        f"_ra_sd={_q(prefix)}$_ra_uid",
         f'case $_ra_uid in ""|*[!0-9]*) {unusable} ;; esac',
-        '[ -d "$_ra_sd" ] || mkdir -m 700 "$_ra_sd" 2>/dev/null',
+        *slot_dir_lines(prefix, out="_ra_sd", uid="_ra_uid", scratch="_ra_sl"),
+        # The home fallback's parents may be missing; the slot directory itself is made private.
+        '[ -d "$_ra_sd" ] || { mkdir -p -- "${_ra_sd%/*}" 2>/dev/null; mkdir -m 700 -- "$_ra_sd" 2>/dev/null; }',
         # Owned by us and no link: nobody else can hold our slots or plant files among them.
         # test -O where the shell's test has it (status 2 where it does not), else ls's owner.
         '[ -d "$_ra_sd" ] && [ ! -h "$_ra_sd" ] || ' + unusable,
