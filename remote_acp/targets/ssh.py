@@ -347,7 +347,7 @@ def _shown(error: RemoteAcpError | None, whole: str, shown: str) -> RemoteAcpErr
     """``error`` with the report it carries as its detail shown without ssh's chatter."""
     if error is None or whole == shown or error.detail != whole:
         return error
-    clean = RemoteAcpError(error.kind, error.message, detail=shown, cause=error.cause, facts=error.facts)
+    clean = RemoteAcpError(error.kind, error.message, detail=str(shown), cause=error.cause, facts=error.facts)
     clean.__cause__ = error.__cause__
     return clean
 
