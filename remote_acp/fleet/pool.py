@@ -105,6 +105,7 @@ class _View:
 
     probe: HostProbe | None = None
     at: float = -math.inf  # when the probe saw the host
+    floor: float = -math.inf  # looks older than this are stale (invalidated since)
     base: int = 0  # this pool's sessions on the host then (started or starting)
     down_until: float = -math.inf
     downs: int = 0  # connection-level failures in a row
@@ -197,7 +198,8 @@ class HostPool:
         for views in self._views.values():
             view = views.get(host_name)
             if view is not None and view.inflight is None:
-                views[host_name] = _View()
+                # A start that looked at the host before now must not bring its old view back.
+                views[host_name] = _View(floor=time.monotonic())
         self._notify()
 
     async def probe(self, agent_program: str, workspace: str) -> list[HostProbe]:
@@ -341,7 +343,7 @@ class HostPool:
 
     def _store(self, key: tuple[str, str], host: Host, probe: HostProbe, at: float, base: int) -> None:
         view = self._views[key][host.name]
-        if at < view.at:
+        if at < view.at or at < view.floor:
             return  # a newer look is kept
         view.probe, view.at, view.base = probe, at, base
         if probe.verdict is Verdict.UNREACHABLE or (
@@ -448,7 +450,8 @@ class HostPool:
         views = self._views[key]
         probes = {h.name: views[h.name].probe or self._unknown(h) for h in self.hosts}
         free = {h.name: n for h, n in self._ranked(key)}
-        return unplaced_error(self.hosts, probes, free, [(a.host, a.error) for a in failed])
+        error = unplaced_error(self.hosts, probes, free, [(a.host, a.error) for a in failed])
+        return error.with_facts(workspace=key[1])  # the fix names it
 
 
 def _carriable(program: str, workspace: str) -> None:

@@ -99,9 +99,7 @@ def unplaced_error(
         headline = f"the session could not start on any of the {len(hosts)} hosts ({len(failed)} tried)"
     else:
         headline = f"no host of the {len(hosts)} in the pool is ready"
-    error = placement_error(attempts, headline)
-    workspace = next((e.facts.workspace for _, e in failed if e.facts.workspace), None)
-    return error.with_facts(workspace=workspace) if workspace else error  # the fix names it
+    return placement_error(attempts, headline)
 
 
 def placement_error(attempts: Sequence[PlacementAttempt], headline: str) -> RemoteAcpError:
