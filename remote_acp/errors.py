@@ -43,7 +43,8 @@ class ErrorKind(enum.StrEnum):
     CREDENTIAL_UNVERIFIED = "credential_unverified"
     """The runtime refused its credential (JSON-RPC ``-32000``)."""
     TURN_CANCELLED = "turn_cancelled"
-    """The turn was cancelled by the caller or by the stall bound."""
+    """The turn was cancelled by the caller (cause ``cancelled``), or ended by the stall bound
+    (cause ``stalled``: nobody cancelled it, and a retry can help)."""
     TURN_INPUT_REQUIRED = "turn_input_required"
     """The agent asked for something only a person can give."""
     TURN_REFUSED = "turn_refused"

@@ -100,7 +100,8 @@ def test_run_stops_at_first_failing_turn(workspace: str, tmp_path: Path) -> None
     [
         ("remote-acp-no-such-agent --acp", "hi", 3, "agent_not_found"),
         (f"{AGENT} --init-error=-32000", "hi", 4, "credential_unverified"),
-        (f"{AGENT} --crash-at initialize", "hi", 5, "port_exit"),
+        # It exits before it answers, as it will on every start: a launch to fix, not a retry.
+        (f"{AGENT} --crash-at initialize", "hi", 3, "port_exit"),
         (AGENT, "@crash=2", 5, "port_exit"),
         (AGENT, "@stop=max_turn_requests", 6, "turn_request_limit"),
         (AGENT, "@stop=max_tokens", 7, "turn_token_limit"),
@@ -331,6 +332,7 @@ def test_agent_that_stops_reading_mid_prompt_ends_the_turn_port_exit(workspace: 
         "session_id": "deaf-1",
         "outcome": "turn_failed",
         "error_kind": "port_exit",
+        "cause": "agent_lost",
         "retryable": True,
         "message": message,
         "stop_reason": None,
@@ -342,6 +344,8 @@ def test_agent_that_stops_reading_mid_prompt_ends_the_turn_port_exit(workspace: 
         "session_id": "deaf-1",
         "outcome": "turn_failed",
         "error_kind": "port_exit",
+        "cause": "agent_lost",
+        "retryable": True,
         "message": message,
         "obtained": "new",
         "load_held_s": None,
@@ -367,7 +371,7 @@ def test_turn_that_cannot_start_gets_a_turn_result_port_exit(workspace: str, tmp
 
     human = cli("run", "--agent", agent, "--workspace", workspace, "--stop-grace-ms", "1000", "first")
     assert human.returncode == 5
-    assert "session shut-1: turn_not_started [port_exit]" in human.stderr.splitlines()[-1]
+    assert "session shut-1: turn_not_started [port_exit: agent_lost]" in human.stderr.splitlines()[-1]
 
 
 def test_session_history_with_undecodable_and_foreign_lines(workspace: str) -> None:
@@ -659,6 +663,6 @@ def test_text_logs_show_extra_fields() -> None:
 
 def test_failed_start_logs_the_agent_stderr_lines(workspace: str) -> None:
     done = cli("run", "--agent", f"{AGENT} --crash-at initialize --stderr fatal-oops", "--workspace", workspace, "hi")
-    assert done.returncode == 5
+    assert done.returncode == 3
     logged = [line for line in done.stderr.splitlines() if line.startswith("warning: agent stderr")]
     assert logged and all("fatal-oops" in line for line in logged[-1:])

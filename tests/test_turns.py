@@ -144,9 +144,10 @@ async def test_crash_mid_turn_is_port_exit(workspace: str) -> None:
     assert err.kind is ErrorKind.PORT_EXIT
     assert err.message == "the agent's connection ended before a response arrived"
     assert err.detail == "exit status 9; stderr: crashing mid-turn"
-    # It stopped of its own accord: run by hand to see why, a retry meets the same exit.
-    assert (err.cause, err.retryable, err.facts.exit_status) == (Cause.AGENT_EXITED, False, 9)
-    assert result.to_json()["cause"] == "agent_exited"
+    # It ran, then ended mid-turn: a fresh session may not meet what ended it (an agent that
+    # exits before it answers at all is agent_exited, and will again).
+    assert (err.cause, err.retryable, err.facts.exit_status) == (Cause.AGENT_LOST, True, 9)
+    assert result.to_json()["cause"] == "agent_lost"
     # the partial reply is still reported before the terminal event
     assert [type(e) for e in events[-2:]] == [Notification, TurnFailed]
     assert isinstance(events[-2], Notification) and events[-2].message == "partial"
@@ -160,7 +161,7 @@ async def test_turn_after_connection_loss_never_starts(workspace: str) -> None:
         again = await s.run_turn("again", events.append)
     assert again.outcome == "turn_not_started"
     err = failure(again)
-    assert err.kind is ErrorKind.PORT_EXIT and err.cause is Cause.AGENT_EXITED and not err.retryable
+    assert err.kind is ErrorKind.PORT_EXIT and err.cause is Cause.AGENT_LOST and err.retryable
     assert str(err) == "the agent connection ended before this turn could start"
     (only,) = events
     assert isinstance(only, TurnNotStarted) and only.message == str(err) and only.error_kind == "port_exit"

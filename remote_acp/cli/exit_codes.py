@@ -33,7 +33,8 @@ EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
 
 EXIT_BY_KIND: Final[dict[str, int]] = {
-    # 3: the launch itself is misconfigured (fix the command or the workspace)
+    # 3: the launch itself is misconfigured (fix the command, the workspace or the host); also a
+    # connection or protocol failure whose cause no retry can mend (see exit_code_for)
     "agent_not_found": 3,
     "invalid_workspace_cwd": 3,
     # 4: the runtime refused its credential
@@ -73,4 +74,22 @@ def exit_code_for(kind: str | None, cause: str | None = None) -> int:
         return EXIT_OK
     if cause is not None and (by_cause := EXIT_BY_CAUSE.get((kind, cause))) is not None:
         return by_cause
-    return EXIT_BY_KIND.get(kind, EXIT_INTERNAL)
+    code = EXIT_BY_KIND.get(kind, EXIT_INTERNAL)
+    if code == _EXIT_RETRYABLE_START and cause is not None and not _retryable(cause):
+        # A connection or protocol failure no retry can mend (a changed host key, an agent not
+        # on the host, a protocol version it cannot speak): 5 promises a retry can help, so it
+        # is 3, the class of a launch to fix, and a scheduler that retries on 5 stops.
+        return EXIT_BY_KIND["agent_not_found"]
+    return code
+
+
+_EXIT_RETRYABLE_START: Final = 5
+
+
+def _retryable(cause: str) -> bool:
+    from hostinv.causes import CAUSES, Cause
+
+    try:
+        return CAUSES[Cause(cause)].retryable
+    except ValueError:  # a cause this version does not know: the kind decides
+        return True

@@ -314,7 +314,7 @@ async def _drive(
                 renderer.result(turn)
             if turn["error_kind"] is not None:
                 final.update(error_kind=turn["error_kind"], cause=turn.get("cause"), retryable=turn["retryable"])
-                return exit_code_for(turn["error_kind"])
+                return exit_code_for(turn["error_kind"], turn.get("cause"))
     return EXIT_OK
 
 
@@ -396,7 +396,7 @@ async def run_prompts(request: RunRequest) -> int:
                 code = await _drive(request, renderer, final, stop, progress)
             except RemoteAcpError as exc:
                 _failed(final, exc)
-                code = exit_code_for(exc.kind.value)
+                code = exit_code_for(exc.kind.value, exc.cause.value)
             except OutputError as exc:
                 # Whoever read our output went away (`| head`: stop quietly, as a pipeline
                 # expects), or the output cannot be written at all (a full disk, a closed stdout).

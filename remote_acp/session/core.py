@@ -370,7 +370,7 @@ class Session:
             message = conn.loss_message if conn.output_abandoned else _ENDED_BEFORE_TURN
             status = self._process.exit_status if self._process is not None else None
             return self._not_started(
-                ErrorKind.PORT_EXIT, message, cause=ended_cause(status, remote=self._target.remote)
+                ErrorKind.PORT_EXIT, message, cause=ended_cause(status, remote=self._target.remote, started=True)
             )
         machine = TurnMachine(text, self._bounds, now=time.monotonic(), session_id=self.session_id, pid=self.pid)
         opening: list[Event] = [SessionStarted(timestamp=utc_now(), pid=self.pid, session_id=self.session_id)]
@@ -569,7 +569,7 @@ class Session:
                 self._step(machine, now)
                 if machine.result is None and machine.lost:
                     wait_s = min(1.0, self._options.output_drain_ms / 1000)
-                    end = await ended(self._process, wait_s=wait_s, remote=self._target.remote)
+                    end = await ended(self._process, wait_s=wait_s, remote=self._target.remote, started=True)
                     conn = self._conn
                     message = conn.loss_message if conn is not None else "the agent's connection ended"
                     machine.finish_lost(message, end.detail, cause=end.cause, facts=end.facts)
