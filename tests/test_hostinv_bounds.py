@@ -4,15 +4,19 @@ in little memory, as an :class:`InventoryInvalid` naming the file and the line."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hostinv import InventoryInvalid, parse_ansible
+from hostinv import InventoryInvalid, InventoryUnreadable, parse_ansible
 from hostinv.inventory.ansible import MAX_HOSTS, expand_host_range
 from hostinv.inventory.yaml_text import MAX_EXPANDED_NODES
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RANGES_32_BYTES = "h[0:99][0:99][0:99][0:99] a=b\n"  # 10^8 hosts
 
@@ -164,3 +168,19 @@ def test_the_same_hosts_listed_in_many_groups_are_bounded_too() -> None:
 def test_groups_that_are_their_own_ancestors_are_refused() -> None:
     with pytest.raises(InventoryInvalid, match="their own ancestors through children: a, b"):
         parse_ansible("[a:children]\nb\n[b:children]\na\n[a]\nh\n", "hosts.ini")
+
+
+def test_an_inventory_file_is_read_within_a_bound_and_only_when_regular(tmp_path: Path) -> None:
+    from hostinv.inventory.load import MAX_INVENTORY_BYTES, read_text
+
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as file:
+        file.truncate(MAX_INVENTORY_BYTES + 1)  # sparse: no disk, all the bytes
+    with pytest.raises(InventoryUnreadable, match="larger than 16 MiB"):
+        read_text(big)
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # nobody writes: an open that waited would never return
+    with pytest.raises(InventoryUnreadable, match="not a regular file"):
+        read_text(fifo)
+    with pytest.raises(InventoryUnreadable, match="not a regular file"):
+        read_text("/dev/zero")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -54,14 +55,27 @@ def default_inventory_path(environ: Mapping[str, str] | None = None) -> tuple[Pa
     return platformdirs.user_config_path("remote-acp") / "inventory.yaml", False
 
 
+MAX_INVENTORY_BYTES: Final = 16 * 2**20
+"""The largest inventory file read: far above any fleet's (10,000 hosts with their variables fit
+in a few MiB), far below what would strain the machine."""
+
+
 def read_text(path: StrPath, reads: Reads | None = None) -> str:
     """The file's text (UTF-8, newlines as ``\\n``); ``reads`` notes what was read.
 
-    :raises InventoryUnreadable: missing, a directory, no permission, not UTF-8.
+    :raises InventoryUnreadable: missing, a directory, not a regular file (a FIFO, a device:
+        reading one could block or never end), larger than :data:`MAX_INVENTORY_BYTES`, no
+        permission, not UTF-8.
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        # Non-blocking: opening a FIFO would otherwise wait for a writer before the check below.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise InventoryUnreadable(str(path), "not a regular file")
+            data = file.read(MAX_INVENTORY_BYTES + 1)
+        if len(data) > MAX_INVENTORY_BYTES:
+            raise InventoryUnreadable(str(path), f"larger than {MAX_INVENTORY_BYTES // 2**20} MiB")
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InventoryUnreadable(str(path), f"not UTF-8 text (byte {exc.start})") from None
