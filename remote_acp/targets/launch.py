@@ -261,7 +261,24 @@ class LocalTarget:
         env = self.environment()
         check_env_text(env, "the agent's environment")
         argv[0] = resolve_program(argv[0], env.get("PATH", os.defpath), cwd)
-        return LaunchSpec(argv=argv, env=env, cwd=cwd, target=self.label, secrets=secret_values(env))
+        return LaunchSpec(argv=argv, env=env, cwd=cwd, target=self.label, secrets=self.secrets(env))
+
+    def secrets(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """What is masked wherever the agent's words go: values of secret-looking names, and
+        every value an operator chose to pass (the allow-list beyond :data:`MINIMAL_ENV`, and
+        ``extra_env``), whatever its name, as ``ssh_pass_env`` values are over ssh."""
+        chosen = {
+            name: value
+            for name, value in env.items()
+            if name in self.extra_env
+            or (
+                self.env_allowlist is not None
+                and name in self.env_allowlist
+                and name not in MINIMAL_ENV
+                and not name.startswith(MINIMAL_ENV_PREFIX)
+            )
+        }
+        return tuple(sorted({*secret_values(env), *secret_values(chosen, any_name=True)}, key=len, reverse=True))
 
     def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
