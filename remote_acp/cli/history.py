@@ -167,18 +167,45 @@ class SessionHistory:
             )
 
     def recent(
-        self, *, workspace: str | None = None, target: str | None = None, limit: int = 20
+        self,
+        *,
+        workspace: str | None = None,
+        target: str | None = None,
+        agent: str | None = None,
+        limit: int = 20,
     ) -> list[SessionRecord]:
-        """The latest record of each session, newest first, optionally for one workspace/target."""
+        """The latest record of each session, newest first, optionally for one workspace, target
+        and agent command."""
         latest: dict[str, SessionRecord] = {}
         for record in self.records():
             if workspace is not None and record.workspace != workspace:
                 continue
             if target is not None and record.target != target:
                 continue
+            if agent is not None and record.agent != agent:
+                continue
             latest.pop(record.session_id, None)
             latest[record.session_id] = record
         return list(reversed(latest.values()))[: max(limit, 0)]
+
+    def find(self, session_id: str) -> SessionRecord | None:
+        """The latest record of ``session_id``, or ``None`` when the history holds none.
+
+        :raises HistoryError: the file exists but cannot be read.
+        """
+        found = None
+        for record in self.records():
+            if record.session_id == session_id:
+                found = record
+        return found
+
+    def close_to(self, session_id: str, *, limit: int = 3) -> list[SessionRecord]:
+        """Recorded sessions a mistyped or truncated ``session_id`` may have meant: those whose id
+        shares its start (or contains it), else the most recent ones."""
+        recent = self.recent(limit=1000)
+        stem = session_id[: max(4, len(session_id) // 2)]
+        near = [r for r in recent if r.session_id.startswith(stem) or session_id in r.session_id]
+        return (near or recent)[:limit]
 
     def created(self, session_id: str, workspace: str) -> datetime | None:
         """When ``session_id`` (in ``workspace``) was created, as the latest record that knows says.

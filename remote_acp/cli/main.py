@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..config import Workflow
     from ..fleet.pool import HostPool
     from ..targets.launch import LaunchTarget
+    from .history import SessionHistory
 
 __all__ = ["main"]
 
@@ -260,6 +261,10 @@ def run(
         raise click.UsageError(str(exc)) from None
     target: LaunchTarget | None = None
     pool: HostPool | None = None
+    history = SessionHistory()
+    agent_words = options.command if isinstance(options.command, str) else " ".join(options.command)
+    if resume is not None and resume != "last":
+        host, workspace = _resumed_where(history, resume, host, workspace, workflow)
     selectors: tuple[str, ...] = (host,) if host is not None else workflow.ssh_hosts if workflow is not None else ()
     if selectors:
         from ..targets.ssh import SshSettings, SshTarget
@@ -308,15 +313,14 @@ def run(
         where = "" if workspace == "" else _absolute(workspace)
         if workflow is not None and workflow.config.acp.env_allowlist is not None:
             target = workflow.local_target()
-    history = SessionHistory()
     if resume == "last":
         label = target.label if target is not None else pool.hosts[0].destination if pool is not None else "local"
-        try:
-            latest = history.recent(workspace=where, target=label, limit=1)
+        try:  # the same agent, target and workspace: never another agent's session
+            latest = history.recent(workspace=where, target=label, agent=agent_words, limit=1)
         except HistoryError as exc:
             raise LocalIoError(str(exc)) from None
         if not latest:
-            raise click.UsageError(f"no saved session for {where} on {label} to resume")
+            raise click.UsageError(f"no saved session of {agent_words!r} for {where} on {label} to resume")
         resume = latest[0].session_id
     request = RunRequest(
         options=options,
@@ -336,6 +340,48 @@ def run(
     if code in (EXIT_BROKEN_PIPE, EXIT_LOCAL_IO):
         _discard_stdout()
     sys.exit(code)
+
+
+def _resumed_where(
+    history: SessionHistory, resume: str, host: str | None, workspace: str | None, workflow: Workflow | None
+) -> tuple[str | None, str | None]:
+    """Where ``run --resume ID`` continues: the host and workspace the history recorded for the
+    session, unless the command line (or the workflow) names them. An id the history does not
+    hold is said before anything runs, with the recorded sessions it may have meant."""
+    from .history import HistoryError
+
+    try:
+        recorded = history.find(resume)
+        close = history.close_to(resume) if recorded is None else []
+    except HistoryError as exc:
+        raise LocalIoError(str(exc)) from None
+    if recorded is None:
+        near = "; ".join(f"{r.session_id} ({r.target}:{r.workspace}, {r.when})" for r in close)
+        click.echo(
+            f"remote-acp: session {resume} is not in the session history: it is offered to the agent as "
+            "given, and a new session starts if the agent cannot continue it"
+            + (f". Recorded sessions: {near}" if near else ""),
+            err=True,
+        )
+        return host, workspace
+    if host is None and (workflow is None or not workflow.ssh_hosts) and recorded.target != "local":
+        host = recorded.target  # continue where it ran
+    if workspace is None:
+        workspace = recorded.workspace
+    return host, workspace
+
+
+def _inventory_destination(name: str) -> str | None:
+    """The destination of the inventory host ``name``, or ``None`` (no such host, no inventory,
+    or one that cannot be read: a listing then shows what it has)."""
+    from ..errors import RemoteAcpError
+    from .placement import fleet_hosts
+
+    try:
+        hosts = fleet_hosts(name, None, None)
+    except (click.ClickException, RemoteAcpError, OSError):
+        return None
+    return hosts[0].destination if hosts and len(hosts) == 1 else None
 
 
 def _workflow(path: str) -> Workflow:
@@ -399,7 +445,13 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
 
     where = _absolute(workspace) if workspace and host is None else workspace
     try:
-        records = SessionHistory().recent(workspace=where, target=host, limit=limit)
+        history = SessionHistory()
+        records = history.recent(workspace=where, target=host, limit=limit)
+        if not records and host is not None and host != "local":
+            # An inventory name: its sessions are recorded under the destination they ran on.
+            destination = _inventory_destination(host)
+            if destination is not None:
+                records = history.recent(workspace=where, target=destination, limit=limit)
     except HistoryError as exc:
         raise LocalIoError(str(exc)) from None
     try:
