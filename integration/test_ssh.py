@@ -425,3 +425,33 @@ async def test_connect_timeout_to_an_unreachable_host(ssh_lab: SshLab) -> None:
     assert err.kind is ErrorKind.PORT_EXIT and err.message == "ssh connection failed"
     assert "timed out" in err.detail
     assert elapsed < 8  # ConnectTimeout=1 plus slack on a busy machine
+
+
+def test_cli_resume_continues_on_the_host_the_session_ran_on(ssh_lab: SshLab, workspace: str, tmp_path: Path) -> None:
+    from datetime import datetime, timedelta
+
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    agent = f"{sys.executable} -m remote_acp.testing.scripted_agent --state-dir {state} --advertise load"
+
+    def run(*args: str) -> dict[str, object]:
+        done = subprocess.run(
+            [sys.executable, "-m", "remote_acp.cli.main", "run", "--json", "--ssh-config", str(ssh_lab.config),
+             "--agent", f"{agent} --session-id far-1", *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+        return result
+
+    run("--host", "lab3", "--workspace", workspace, "hello")
+    history = Path(os.environ["REMOTE_ACP_STATE_DIR"]) / "sessions.jsonl"
+    records = [json.loads(line) for line in history.read_text().splitlines()]
+    for record in records:  # created in an earlier minute: the load need not wait one out
+        then = datetime.fromisoformat(str(record["created"])) - timedelta(minutes=2)
+        record["created"] = then.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    history.write_text("".join(json.dumps(r) + "\n" for r in records))
+    again = run("--resume", "far-1", "go on")  # neither --host nor --workspace: the recorded ones
+    assert (again["session_id"], again["obtained"]) == ("far-1", "loaded")
+    latest = json.loads(history.read_text().splitlines()[-1])
+    assert (latest["target"], latest["workspace"]) == ("lab3", workspace)
