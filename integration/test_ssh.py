@@ -156,7 +156,7 @@ async def test_missing_remote_binary_is_agent_not_found(ssh_lab: SshLab) -> None
 async def test_missing_remote_workspace(ssh_lab: SshLab) -> None:
     err = await start_error(ssh_lab, target(ssh_lab), "/nonexistent/remote-acp ws")
     assert err.kind is ErrorKind.INVALID_WORKSPACE_CWD
-    assert err.message == "the workspace does not exist on lab1 or cannot be entered"
+    assert err.message == "the workspace /nonexistent/remote-acp ws does not exist on lab1"
     assert "/nonexistent/remote-acp ws" in err.detail
 
 

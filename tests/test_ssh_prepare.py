@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from remote_acp.errors import ErrorKind
+from remote_acp.errors import Cause, ErrorKind
 from remote_acp.targets.process import ExitStatus
 from remote_acp.targets.ssh import (
     SshSettings,
@@ -62,10 +62,9 @@ def test_exit_255_before_any_output_is_an_ssh_connection_failure() -> None:
     stderr = "ssh: connect to host build port 22: Connection refused"
     error = SshTarget("build").exit_error(ExitStatus(255), agent_wrote=False, stderr=stderr)
     assert error is not None
-    assert error.kind is ErrorKind.PORT_EXIT
-    assert error.message == "ssh connection failed"
+    assert (error.kind, error.cause, error.retryable) == (ErrorKind.PORT_EXIT, Cause.CONNECT_REFUSED, True)
+    assert error.message == "build refused the ssh connection: connect to host build port 22: Connection refused"
     assert error.detail == stderr
-    assert str(error) == f"ssh connection failed: {stderr}"
 
 
 def test_exit_255_after_output_is_not_a_connection_failure() -> None:
@@ -73,13 +72,19 @@ def test_exit_255_after_output_is_not_a_connection_failure() -> None:
 
 
 def test_exit_97_with_the_mark_is_an_invalid_workspace() -> None:
-    stderr = f"{WORKSPACE_MARK} /srv/missing ws\n"
-    for agent_wrote in (False, True):
-        error = SshTarget("user@build:2222").exit_error(ExitStatus(97), agent_wrote=agent_wrote, stderr=stderr)
-        assert error is not None
-        assert error.kind is ErrorKind.INVALID_WORKSPACE_CWD
-        assert error.message == "the workspace does not exist on user@build:2222 or cannot be entered"
-        assert error.detail == stderr
+    for why, said in (
+        ("missing", "does not exist"),
+        ("not_dir", "is not a directory"),
+        ("denied", "cannot be entered by the login user (no search permission)"),
+    ):
+        stderr = f"{WORKSPACE_MARK} {why} /srv/missing ws\n"
+        for agent_wrote in (False, True):
+            error = SshTarget("user@build:2222").exit_error(ExitStatus(97), agent_wrote=agent_wrote, stderr=stderr)
+            assert error is not None
+            assert error.kind is ErrorKind.INVALID_WORKSPACE_CWD
+            assert error.message == f"the workspace /srv/missing ws {said} on user@build:2222"
+            assert error.facts.workspace == "/srv/missing ws"
+            assert error.fix == "create the workspace (mkdir -p -- '/srv/missing ws') or pass one that exists"
 
 
 def test_exit_97_without_the_mark_is_left_to_the_generic_reading() -> None:

@@ -161,8 +161,9 @@ def test_remote_script_with_a_plain_workspace_is_data_cd_tools_marker_then_super
     lines = script.split("\n")
     assert lines[0].startswith("_ra_first=1; case ${l-} in _ra_first=1*) ")
     assert lines[4] == (
-        'cd -- "$_ra_ws" 2>/dev/null || '
-        "{ printf '%s %s\\n' 'remote-acp: workspace unavailable:' \"$_ra_ws\" >&2; exit 97; }"
+        'cd -- "$_ra_ws" 2>/dev/null || { _ra_why=denied; [ -d "$_ra_ws" ] || _ra_why=not_dir; '
+        '[ -e "$_ra_ws" ] || _ra_why=missing; '
+        "printf '%s %s %s\\n' 'remote-acp: workspace unavailable:' \"$_ra_why\" \"$_ra_ws\" >&2; exit 97; }"
     )
     assert lines.index("printf '%s\\n' rdy-1") < lines.index("_ra_shell=$$")
     assert lines.index("printf '%s\\n' rdy-1") > lines.index("for _ra_t in $_ra_tools; do")
@@ -435,14 +436,14 @@ def test_missing_workspace_exits_97_and_never_runs_the_command(runs: Runs, case:
     missing = runs.root / "missing -dir 'q' \"dq\" $x; y"
     assert ran.code == 97
     assert ran.out == b""
-    assert ran.err == f"{WORKSPACE_MARK} {missing}\n"
+    assert ran.err == f"{WORKSPACE_MARK} missing {missing}\n"
     assert not (runs.root / ran_marker).exists()
 
 
 def test_workspace_that_is_a_file_exits_97(runs: Runs) -> None:
     ran = runs["file_workspace"]
     assert (ran.code, ran.out) == (97, b"")
-    assert ran.err == f"{WORKSPACE_MARK} {runs.root / 'plain-file'}\n"
+    assert ran.err == f"{WORKSPACE_MARK} not_dir {runs.root / 'plain-file'}\n"
     assert not (runs.root / "ran-file").exists()
 
 
@@ -450,7 +451,7 @@ def test_missing_workspace_message_keeps_backslashes(runs: Runs) -> None:
     ran = runs["backslash_workspace"]
     assert ran.code == 97
     where = runs.root / "no\\cwhere"
-    assert ran.err == f"{WORKSPACE_MARK} {where}\n"
+    assert ran.err == f"{WORKSPACE_MARK} missing {where}\n"
 
 
 def test_string_fragment_runs_verbatim_in_the_workspace(runs: Runs) -> None:

@@ -53,6 +53,11 @@ _CHATTER: Final = re.compile(
 # reads them; what it decides is a cause.
 _KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
 _KEYGEN_LINE: Final = re.compile(r"ssh-keygen -f (.+?) -R (\S+)")
+_WORKSPACE_WHY: Final = {
+    "missing": "does not exist",
+    "not_dir": "is not a directory",
+    "denied": "cannot be entered by the login user (no search permission)",
+}
 _UNRESOLVED: Final = ("Could not resolve hostname", "Name or service not known", "nodename nor servname")
 _TIMED_OUT: Final = ("timed out", "not responding")
 
@@ -103,10 +108,15 @@ def ssh_exit_error(
         return RemoteAcpError(kind, message, detail=stderr, cause=cause, facts=replace(facts, **more))
 
     if code == EXIT_NO_WORKSPACE and WORKSPACE_MARK in stderr:
+        why, _, workspace = _after(stderr, WORKSPACE_MARK).partition(" ")
+        said = _WORKSPACE_WHY.get(why)
+        if said is None:  # an older script's line: the path alone
+            why, workspace, said = "", _after(stderr, WORKSPACE_MARK), "does not exist or cannot be entered"
         return error(
             ErrorKind.INVALID_WORKSPACE_CWD,
             Cause.WORKSPACE_INVALID,
-            f"the workspace does not exist on {label} or cannot be entered",
+            f"the workspace {workspace} {said} on {label}",
+            workspace=workspace,
         )
     if code == EXIT_NO_TOOL and TOOL_MARK in stderr:
         tool = _after(stderr, TOOL_MARK)

@@ -344,7 +344,9 @@ def remote_script(
         f'_ra_d=$(printf \'%b.\' "$_ra_data") && eval "${{_ra_d%.}}" && [ "${{_ra_complete-}}" = 1 ] || {incomplete}',
         "unset _ra_data _ra_d _ra_complete",
         *(["(", preflight.rstrip("\n"), ") </dev/null"] if preflight is not None else []),
-        f'cd -- "$_ra_ws" 2>/dev/null || {{ printf \'%s %s\\n\' {_q(WORKSPACE_MARK)} "$_ra_ws" >&2; '
+        # Why it cannot be entered, in one word the client reads: missing, not_dir or denied.
+        f'cd -- "$_ra_ws" 2>/dev/null || {{ _ra_why=denied; [ -d "$_ra_ws" ] || _ra_why=not_dir; '
+        f'[ -e "$_ra_ws" ] || _ra_why=missing; printf \'%s %s %s\\n\' {_q(WORKSPACE_MARK)} "$_ra_why" "$_ra_ws" >&2; '
         f"exit {EXIT_NO_WORKSPACE}; }}",
         f'if [ -n "$_ra_env" ]; then eval "$_ra_env" || {incomplete}; fi',
         # The agent's PATH is the login's (and the carried one); the supervisor's own lookups
