@@ -163,7 +163,8 @@ async def test_separate_controllers_never_run_more_agents_than_the_hosts_capacit
             # by the probe's count of them: either way it never ran a third agent.
             assert (
                 "is at capacity: all 2 of its agent slots are held" in final["message"]
-                or "shared: at_capacity (2 agents already run there, its capacity is 2)" in final["message"]
+                or "shared: [at_capacity] at_capacity (2 agents already run there, its capacity is 2)"
+                in final["message"]
             ), final
 
         status, seen = fleet.check("shared")

@@ -320,7 +320,9 @@ async def run_queue(fleet: Fleet, *, jobs: int, workers: int) -> None:
     assert not given_up, given_up
     assert sorted(done) == list(range(jobs))
     assert tries_at_death, "the host was never killed"
-    assert pool.tries.get(dead, 0) - tries_at_death[0] <= 1, pool.tries
+    # The first start after the death marks the host down; a placement that reserved it in the
+    # same instant, before that failure came back, may try it too; none after.
+    assert pool.tries.get(dead, 0) - tries_at_death[0] <= 2, pool.tries
     assert dead in set(done.values())  # it ran jobs before it died
     assert all(host == dead for _, host, _ in retried), retried  # only the dead host's sessions failed
     assert pool.opened == {}

@@ -87,6 +87,8 @@ def unplaced_error(
             else:
                 count = host.capacity - free[host.name]
                 why = f"at_capacity ({count} sessions there by the pool's count, its capacity is {host.capacity})"
+                if probes[host.name].verdict is Verdict.AT_CAPACITY and free[host.name] == 0:
+                    why = f"at_capacity ({probes[host.name].message})"  # the host's own count
                 cause = Cause.AT_CAPACITY
             attempts.append(PlacementAttempt(host.name, host.destination, ErrorKind.PORT_EXIT, cause, True, why))
             continue
