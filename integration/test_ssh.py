@@ -17,6 +17,7 @@ import pytest
 
 from integration.sshlab import SshLab, keygen
 from remote_acp import ErrorKind, Event, Notification, RemoteAcpError, SessionOptions, open_session
+from remote_acp.errors import Cause
 from remote_acp.targets.ssh import SshSettings, SshTarget
 from tests.support.agents import fast_options, scripted
 from tests.support.orphans import alive
@@ -96,8 +97,8 @@ async def test_three_hosts_at_once(ssh_lab: SshLab, workspace: str) -> None:
 async def test_closed_port_is_ssh_connection_failed(ssh_lab: SshLab) -> None:
     tgt = SshTarget("root@127.0.0.2:9", SshSettings(config_file=str(ssh_lab.config)))
     err = await start_error(ssh_lab, tgt)
-    assert err.kind is ErrorKind.PORT_EXIT
-    assert err.message == "ssh connection failed"
+    assert (err.kind, err.cause, err.retryable) == (ErrorKind.PORT_EXIT, Cause.CONNECT_REFUSED, True)
+    assert err.message.endswith("Connection refused") and "refused the ssh connection" in err.message
     assert "Connection refused" in err.detail
 
 
@@ -148,7 +149,9 @@ async def test_missing_remote_binary_is_agent_not_found(ssh_lab: SshLab) -> None
         async with open_session("/tmp", fast_options("remote-acp-no-such-agent --acp"), target=target(ssh_lab)):
             pass
     err = info.value
-    assert err.kind is ErrorKind.AGENT_NOT_FOUND and not err.retryable  # as it is locally
+    # ssh's 127 is the loss of the connection (the seeds' port_exit), its cause the missing agent
+    assert (err.kind, err.cause, err.retryable) == (ErrorKind.PORT_EXIT, Cause.AGENT_NOT_FOUND, False)
+    assert err.facts.exit_status == 127
     assert err.message.startswith("the agent command was not found on lab1 (")
     assert "remote-acp-no-such-agent" in str(err) and "not found" in str(err)
 
@@ -422,8 +425,8 @@ async def test_connect_timeout_to_an_unreachable_host(ssh_lab: SshLab) -> None:
         elapsed = time.monotonic() - started
     finally:
         lab4.restore_link()
-    assert err.kind is ErrorKind.PORT_EXIT and err.message == "ssh connection failed"
-    assert "timed out" in err.detail
+    assert (err.kind, err.cause, err.retryable) == (ErrorKind.PORT_EXIT, Cause.CONNECT_TIMEOUT, True)
+    assert "timed out" in err.detail and "timed out" in err.message
     assert elapsed < 8  # ConnectTimeout=1 plus slack on a busy machine
 
 
