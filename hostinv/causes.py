@@ -122,7 +122,7 @@ CAUSES: Final[Mapping[Cause, CauseInfo]] = MappingProxyType(
         Cause.HOST_KEY_UNKNOWN: _I(
             "host_key_unknown",
             False,
-            "check the host's key out of band, then add it to known_hosts: "
+            "check the host's key out of band, then add it to {known_hosts}: "
             "ssh -o StrictHostKeyChecking=accept-new {ssh_target} true",
         ),
         Cause.AUTH_FAILED: _I(

@@ -153,7 +153,11 @@ def judge_connect_error(
             Verdict.HOST_KEY_UNKNOWN,
             f"{destination} ({key_check.resolved.known_hosts_name}) offered a key no known_hosts file holds, "
             "and the host key policy is 'yes' (or the file cannot be written)",
-            fix_for(Cause.HOST_KEY_UNKNOWN, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
+            fix_for(
+                Cause.HOST_KEY_UNKNOWN,
+                ssh_target=ssh_words(_bare(destination), port if port != 22 else None),
+                known_hosts=key_check.write_file,
+            ),
             Cause.HOST_KEY_UNKNOWN,
         )
     if name == "HostKeyNotVerifiable":
