@@ -23,13 +23,14 @@ from .report import (
 )
 
 if TYPE_CHECKING:
-    from .pool import Attempt, HostPool, Placement, rank_hosts
+    from .pool import Attempt, HostPool, Placement, SlotWait, rank_hosts
 
 __all__ = [
     "EXIT_SOME_NOT_READY",
     "Attempt",
     "HostPool",
     "Placement",
+    "SlotWait",
     "EXIT_SOME_UNREACHABLE",
     "HandshakeFacts",
     "HostCheck",
@@ -45,13 +46,14 @@ __all__ = [
     "table_rows",
 ]
 
-_POOL = frozenset({"Attempt", "HostPool", "Placement", "rank_hosts"})
+_POOL = frozenset({"Attempt", "HostPool", "Placement", "SlotWait", "rank_hosts"})
 
+if not TYPE_CHECKING:  # a misspelt name fails type checking instead of resolving to Any
 
-def __getattr__(name: str) -> object:
-    # The pool imports the session core: only placement needs it, not a check.
-    if name in _POOL:
-        from . import pool
+    def __getattr__(name: str) -> object:
+        # The pool imports the session core: only placement needs it, not a check.
+        if name in _POOL:
+            from . import pool
 
-        return getattr(pool, name)
-    raise AttributeError(f"module 'remote_acp.fleet' has no attribute {name!r}")
+            return getattr(pool, name)
+        raise AttributeError(f"module 'remote_acp.fleet' has no attribute {name!r}")
