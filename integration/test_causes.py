@@ -221,6 +221,8 @@ async def test_a_cause_over_ssh_reads_alike_in_the_library_run_and_check(lab: La
     assert (err.facts.exit_status, err.facts.rpc_code) == (case.exit_status, case.rpc_code), err.facts
     assert err.fix.startswith(fix_prefix(case.cause)), err.fix
     assert not err.fix or err.fix not in str(err)
+    if case.cause is Cause.WORKSPACE_INVALID:  # the fix names the workspace the host lacks
+        assert err.fix == f"create the workspace (mkdir -p -- {p.workspace}) or pass one that exists"
 
     # remote-acp run: the same, as data, with the kind's exit status.
     run = runs["run"]
@@ -244,7 +246,7 @@ async def test_a_cause_over_ssh_reads_alike_in_the_library_run_and_check(lab: La
     assert host["error_kind"] == (None if case.probed else case.kind.value), host
     assert check.status == (20 if case.verdict in CONNECTION_VERDICTS else 21), host
     assert host["fix"] and host["fix"].startswith(fix_prefix(case.cause)), host
-    if "{ssh_target}" not in CAUSES[case.cause].fix and "{workspace}" not in CAUSES[case.cause].fix:
+    if "{ssh_target}" not in CAUSES[case.cause].fix:
         assert host["fix"] == err.fix, host  # nothing in it depends on how the host was named
 
 
@@ -338,8 +340,7 @@ async def test_a_host_at_capacity_is_retryable_everywhere(lab: Lab, ssh_lab: Ssh
             "  spare: {address: lab2, user: root}\n"
         )
         settings = SshSettings(config_file=str(ssh_lab.config), capacity=1)
-        flags = ["--inventory", str(inventory), "--ssh-config", str(ssh_lab.config), "--workspace", workspace]
-        flags += ["--agent", shlex.join(agent)]
+        flags = ["--inventory", str(inventory), "--ssh-config", str(ssh_lab.config), "--agent", shlex.join(agent)]
         runs: dict[str, CliRun] = {}
 
         async def cli(name: str, args: list[str]) -> None:
@@ -348,10 +349,10 @@ async def test_a_host_at_capacity_is_retryable_everywhere(lab: Lab, ssh_lab: Ssh
         with anyio.fail_after(60):
             async with open_session(workspace, fast_options(agent, **BOUNDS), target=SshTarget(destination, settings)):
                 async with anyio.create_task_group() as tg:  # the one slot is held meanwhile
-                    tg.start_soon(cli, "run", ["run", "--json", "--host", "busy", "hi"])
-                    tg.start_soon(cli, "check", ["check", "host", "--json", "busy"])
+                    tg.start_soon(cli, "run", ["run", "--json", "--host", "busy", "--workspace", workspace, "hi"])
+                    tg.start_soon(cli, "check", ["check", "host", "--json", "busy", "--workspace", workspace])
                     # a placed run keeps its cause: a missing workspace is exit 3, as unplaced
-                    placed_args = ["run", "--json", "--host", "spare", "hi", "--workspace", LOCAL_WORKSPACE]
+                    placed_args = ["run", "--json", "--host", "spare", "--workspace", LOCAL_WORKSPACE, "hi"]
                     tg.start_soon(cli, "placed", placed_args)
                     err = await start_error(workspace, agent, SshTarget(destination, settings))
             # The session ended: its slot went with it.
@@ -379,14 +380,6 @@ async def test_a_host_at_capacity_is_retryable_everywhere(lab: Lab, ssh_lab: Ssh
         "workspace_invalid",
         False,
     )
-
-
-@pytest.mark.xfail(strict=True, reason="ssh_exit_error sets no workspace fact, so the fix says WORKSPACE")
-async def test_the_fix_for_a_missing_workspace_over_ssh_names_it(lab: Lab) -> None:
-    p = lab.provoke(Cause.WORKSPACE_INVALID)
-    err = await start_error(p.workspace, p.agent, p.target())
-    assert err.cause is Cause.WORKSPACE_INVALID
-    assert err.fix == f"create the workspace (mkdir -p -- {p.workspace}) or pass one that exists"
 
 
 @pytest.mark.xfail(strict=True, reason="an agent's failure over ssh carries no destination in its facts")
