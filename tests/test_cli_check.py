@@ -199,3 +199,24 @@ def test_json_streams_each_host_and_an_interrupt_keeps_what_is_known_exit_130(en
     (second,) = [json.loads(line) for line in rest.splitlines()]
     assert (second["host"], second["verdict"], second["ready"]) == (stalled, "interrupted", False)
     assert "Aborted" not in err
+
+
+def test_check_host_and_run_select_from_an_ansible_inventory(env: dict[str, str], tmp_path: Path) -> None:
+    port = closed_port()
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"[web]\nweb1 ansible_host=127.0.0.1 ansible_port={port} ansible_user=root\n")
+    done = run(env, "@web", "--agent", "qwen", "--workspace", "/w", "--json", "--no-handshake",
+               "--ansible", str(inventory), "--ssh-config", "none")  # fmt: skip
+    assert done.returncode == 20, done.stderr
+    (obj,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (obj["host"], obj["destination"]) == ("web1", f"root@127.0.0.1:{port}")
+    assert (obj["verdict"], obj["cause"]) == ("unreachable", "connect_refused")
+    placed = subprocess.run(
+        [*CLI, "run", "--json", "--host", "web1", "--ansible", str(inventory), "--ssh-config", "none",
+         "--workspace", "/w", "--agent", "qwen", "hi"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    final = json.loads(placed.stdout.splitlines()[-1])
+    assert placed.returncode == 5, placed.stderr
+    assert (final["error_kind"], final["cause"], final["retryable"]) == ("port_exit", "connect_refused", True)
+    assert [h["host"] for h in final["placement"]["hosts"]] == ["web1"]

@@ -67,6 +67,9 @@ def check() -> None:
     default=None,
     help="Our inventory file [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
 )
+@click.option(
+    "--ansible", type=_PATH, multiple=True, help="Also select from this Ansible inventory (INI or YAML). Repeatable."
+)
 @click.option("--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config.")
 @click.option(
     "--host-key-policy",
@@ -98,6 +101,7 @@ def check_host(
     no_handshake: bool,
     concurrency: int,
     inventory_file: str | None,
+    ansible: tuple[str, ...],
     ssh_config: str | None,
     host_key_policy: str | None,
     connect_timeout: float,
@@ -170,7 +174,7 @@ def check_host(
         checked(cache_root())  # probes keep ssh -G's answers and their results there
     except RemoteAcpError as exc:
         raise InventoryFileError(str(exc)) from None
-    merged = _load(lambda: load_merged(inventory_file, ssh_config))
+    merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
     try:
         hosts = hostinv.select(merged, selectors)
     except hostinv.HostinvError as exc:

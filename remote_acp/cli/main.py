@@ -137,6 +137,12 @@ def cli(log_level: str, log_format: str) -> None:
     help="The inventory --host selects from [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
 )
 @click.option(
+    "--ansible",
+    multiple=True,
+    callback=_no_nul,
+    help="Also select --host from this Ansible inventory (INI or YAML). Repeatable.",
+)
+@click.option(
     "--ssh-config", default=None, callback=_no_nul, help="An ssh_config file to use instead of ~/.ssh/config."
 )
 @click.option(
@@ -198,6 +204,7 @@ def run(
     stop_grace_ms: int | None,
     host: str | None,
     inventory_file: str | None,
+    ansible: tuple[str, ...],
     ssh_config: str | None,
     host_key_policy: str | None,
     force_insecure_host_keys: bool,
@@ -295,9 +302,9 @@ def run(
 
         try:
             if len(selectors) == 1:
-                hosts = fleet_hosts(selectors[0], inventory_file, ssh_config)
+                hosts = fleet_hosts(selectors[0], inventory_file, ssh_config, ansible)
             else:
-                hosts = _selected(selectors, inventory_file, ssh_config)
+                hosts = _selected(selectors, inventory_file, ssh_config, ansible)
         except RemoteAcpError as exc:  # the cache where inventories are kept cannot be trusted
             raise LocalIoError(str(exc)) from None
         if hosts is None:
@@ -396,14 +403,16 @@ def _workflow(path: str) -> Workflow:
         raise click.UsageError(f"the workflow file has errors (nothing was started):\n{exc}") from None
 
 
-def _selected(selectors: tuple[str, ...], inventory_file: str | None, ssh_config: str | None) -> list[Host]:
+def _selected(
+    selectors: tuple[str, ...], inventory_file: str | None, ssh_config: str | None, ansible: tuple[str, ...]
+) -> list[Host]:
     """The inventory hosts several selectors name together (a workflow's ``worker.ssh_hosts``)."""
     import hostinv
 
     from .inventory import _load
     from .placement import load_merged
 
-    merged = _load(lambda: load_merged(inventory_file, ssh_config))
+    merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
     try:
         return hostinv.select(merged, list(selectors))
     except hostinv.HostinvError as exc:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from hostinv import Host, Inventory
@@ -28,7 +29,9 @@ def is_selection(text: str) -> bool:
     return text.startswith("@") or bool(_GLOB & set(text))
 
 
-def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -> list[Host] | None:
+def fleet_hosts(
+    text: str, inventory_file: str | None, ssh_config: str | None, ansible: Sequence[str] = ()
+) -> list[Host] | None:
     """The inventory hosts ``text`` selects, or ``None`` when it is a plain destination.
 
     :raises click.UsageError: a selection that matches no host, or is malformed.
@@ -39,6 +42,10 @@ def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -
     from .inventory import _load, _path
 
     selection = is_selection(text)
+    if not selection and ansible:  # a name of the Ansible inventory given: the merged view knows it
+        merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
+        found = merged.get(text)
+        return None if found is None else [found]
     if not selection:
         if inventory_file is None:
             from hostinv.inventory import default_inventory_path
@@ -54,24 +61,25 @@ def fleet_hosts(text: str, inventory_file: str | None, ssh_config: str | None) -
         return None if found is None else [found]
     import hostinv
 
-    merged = _load(lambda: load_merged(inventory_file, ssh_config))
+    merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
     try:
         return hostinv.select(merged, [text])
     except hostinv.HostinvError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def load_merged(inventory_file: str | None, ssh_config: str | None) -> Inventory:
-    """The merged inventory, with ``ssh_config`` as ``ssh -F`` takes it (``none``: no ssh_config),
-    kept under the cache directory's ``inventory`` while nothing it was read from changes."""
+def load_merged(inventory_file: str | None, ssh_config: str | None, ansible: Sequence[str] = ()) -> Inventory:
+    """The merged inventory, with ``ssh_config`` as ``ssh -F`` takes it (``none``: no ssh_config)
+    and the Ansible inventories ``ansible`` (``--ansible``), kept under the cache directory's
+    ``inventory`` while nothing it was read from changes."""
     import hostinv
 
     from .inventory import _path
 
     keep_in = _kept_inventories()
     if ssh_config is not None and ssh_config.lower() == "none":
-        return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, keep_in=keep_in)
-    return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config), keep_in=keep_in)
+        return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, ansible=ansible, keep_in=keep_in)
+    return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config), ansible=ansible, keep_in=keep_in)
 
 
 def _kept_inventories() -> Path:
