@@ -51,8 +51,9 @@ def test_an_address_outside_the_inventory_is_a_host_of_its_own_after_the_invento
 
 def test_an_address_naming_an_inventory_host_keeps_its_fields_and_overrides_user_and_port() -> None:
     (host,) = select(INVENTORY, ["root@build-01:2222"])
+    # Named as written, so the same host as two users is two rows (see below).
     assert (host.name, host.address, host.user, host.port, host.groups) == (
-        "build-01", "10.1.0.1", "root", 2222, ("build", "linux"),
+        "root@build-01:2222", "10.1.0.1", "root", 2222, ("build", "linux"),
     )  # fmt: skip
     assert {"user", "port"} <= host.fields_set  # what the address says counts as set
     (same,) = select(INVENTORY, ["gpu-a100-1:22"])
@@ -108,3 +109,15 @@ def test_a_malformed_selector_is_refused(selector: str) -> None:
 )
 def test_parse_address(text: str, parsed: tuple[str | None, str, int | None]) -> None:
     assert parse_address(text) == parsed
+
+
+def test_one_inventory_host_reached_as_two_users_is_two_hosts() -> None:
+    from hostinv import Host, Inventory, select
+
+    inventory = Inventory(hosts=(Host(name="build-1", address="10.0.0.5", port=2222),))
+    hosts = select(inventory, ["alice@build-1", "bob@build-1", "build-1"])
+    assert [(h.name, h.destination) for h in hosts] == [
+        ("build-1", "10.0.0.5:2222"),
+        ("alice@build-1", "alice@10.0.0.5:2222"),
+        ("bob@build-1", "bob@10.0.0.5:2222"),
+    ]
