@@ -184,3 +184,14 @@ def test_an_inventory_file_is_read_within_a_bound_and_only_when_regular(tmp_path
         read_text(fifo)
     with pytest.raises(InventoryUnreadable, match="not a regular file"):
         read_text("/dev/zero")
+
+
+def test_a_host_named_twice_in_the_yaml_is_refused_at_its_second_line(tmp_path: Path) -> None:
+    from hostinv import load_inventory
+
+    own = tmp_path / "inventory.yaml"
+    own.write_text("hosts:\n  b1:\n    address: 10.0.0.1\n  b2: {}\n  b1:\n    address: 10.0.0.9\n")
+    with pytest.raises(InventoryInvalid) as info:
+        load_inventory(own, use_ssh_config=False)
+    assert "the key 'b1' is given twice (lines 2 and 5): say it once" in str(info.value)
+    assert str(own) in str(info.value) and ":5" in str(info.value)

@@ -82,9 +82,26 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
         elif key in open_nodes:
             raise InventoryInvalid(source, "an alias refers to a value that contains it", line=node.start_mark.line + 1)
         elif key not in sizes:
+            if isinstance(node, yaml.MappingNode):
+                _no_duplicate_keys(node, source)
             open_nodes.add(key)
             stack.append((node, True))
             stack.extend((child, False) for child in _children(node))
+
+
+def _no_duplicate_keys(node: yaml.MappingNode, source: str) -> None:
+    """Refuse a key said twice in one mapping: YAML would keep the last silently (a host named
+    twice, its first entry lost)."""
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key_node.start_mark.line + 1
+        first = seen.setdefault(key_node.value, line)
+        if first != line:
+            raise InventoryInvalid(
+                source, f"the key {key_node.value!r} is given twice (lines {first} and {line}): say it once", line=line
+            )
 
 
 def line_of(text: str, loc: Sequence[str | int]) -> int | None:
