@@ -72,8 +72,8 @@ def test_a_connection_that_failed_is_retryable_and_quotes_ssh(stderr: str, cause
     error = read(255, stderr)
     assert error is not None
     assert (error.kind, error.cause, error.retryable) == (ErrorKind.PORT_EXIT, cause, True)
-    assert error.detail == stderr
-    assert error.message.endswith(f": {stderr.removeprefix('ssh: ')}")
+    assert error.detail == ""  # the message quotes ssh's one line; said once, not twice
+    assert str(error) == error.message and error.message.endswith(f": {stderr.removeprefix('ssh: ')}")
     assert "u@build:2222" in error.message
     assert (error.facts.destination, error.facts.exit_status) == ("u@build:2222", 255)
     assert error.facts.ssh_reason == stderr.removeprefix("ssh: ")

@@ -697,6 +697,9 @@ async def start_session(
             # The tail was masked as it was kept (teardown has unregistered the secrets since).
             for line in session._process.stderr_tail.lines():
                 session.log.warning("agent stderr: %s", line)
+        if isinstance(exc, RemoteAcpError) and exc.facts.destination is None and session._target.remote:
+            # Whatever failed (the agent's answer, its exit), the host it failed on is a fact.
+            raise exc.with_facts(destination=session._target.label) from exc.__cause__
         raise
     return session
 

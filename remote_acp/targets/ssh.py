@@ -65,7 +65,6 @@ user cache directory of ``remote-acp``).
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 from dataclasses import dataclass, field
@@ -84,7 +83,7 @@ from .ssh_config import (
     ssh_g_cache_dir,
     write_fallback_config,
 )
-from .ssh_errors import ssh_exit_error, ssh_ready_error
+from .ssh_errors import is_ssh_chatter, ssh_exit_error, ssh_ready_error
 from .ssh_script import (
     BOOTSTRAP,
     remote_script,
@@ -115,20 +114,6 @@ __all__ = [
 ]
 
 log = get_logger("remote_acp.targets.ssh")
-
-# What ssh says on every connection at LogLevel VERBOSE (which we set for its reasons for a
-# failure), and on the first one to a host: it explains nothing to a person.
-_CHATTER: Final = re.compile(
-    r"(Authenticated to |Authenticated using |Transferred: sent |Bytes per second: |Warning: Permanently added )"
-)
-
-
-def is_ssh_chatter(line: str) -> bool:
-    """Whether ``line`` of ssh's stderr is its routine chatter, which the session keeps out of
-    logs, error messages and details (ssh's reason lines stay); the readers of ssh's end still
-    get it (:meth:`SshTarget.exit_error`)."""
-    return _CHATTER.match(line) is not None
-
 
 class Preflight(Protocol):
     """A look at the host inside the session's own login, before the agent starts.

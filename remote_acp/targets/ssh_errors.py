@@ -39,16 +39,27 @@ from .ssh_script import (
 if TYPE_CHECKING:
     from .exit_status import ExitStatus
 
-__all__ = ["SSH_FAILED", "authenticated", "ssh_exit_error", "ssh_ready_error", "ssh_reason"]
+__all__ = ["SSH_FAILED", "authenticated", "is_ssh_chatter", "ssh_exit_error", "ssh_ready_error", "ssh_reason"]
 
 SSH_FAILED: Final = 255
 EXIT_NOT_FOUND: Final = 127
 EXIT_NOT_EXECUTABLE: Final = 126
 AUTHENTICATED: Final = "Authenticated to "
-# ssh's own lines at VERBOSE that explain nothing about a failure.
-_CHATTER: Final = re.compile(
-    r"^(Authenticated to |Transferred: sent |Bytes per second: |Warning: Permanently added |@|  remove with:)"
+# What ssh says on every connection at LogLevel VERBOSE (which we set for its reasons for a
+# failure), on the first one to a host, and when it is ended: it explains nothing to a person.
+_ROUTINE: Final = re.compile(
+    r"(Authenticated to |Authenticated using |Transferred: sent |Bytes per second: |Warning: Permanently added "
+    r"|Killed by signal \d+\.$)"
 )
+# Lines that are no reason either: the routine ones, and the frame of ssh's host-key warning.
+_CHATTER: Final = re.compile(rf"^(?:{_ROUTINE.pattern}|@|  remove with:)")
+
+
+def is_ssh_chatter(line: str) -> bool:
+    """Whether ``line`` of ssh's stderr is its routine chatter, which the session keeps out of
+    logs, error messages and details (ssh's reason lines stay); the readers of ssh's end still
+    get it (:meth:`~remote_acp.targets.ssh.SshTarget.exit_error`)."""
+    return _ROUTINE.match(line) is not None
 # ssh's own words for its failures before login (it runs at LogLevel VERBOSE). Only this module
 # reads them; what it decides is a cause.
 _KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
@@ -204,8 +215,12 @@ def _connection_error(label: str, reason: str, stderr: str, facts: ErrorFacts) -
     """ssh failed before the server accepted the login: the cause from ssh's own words."""
     from dataclasses import replace
 
+    # The message quotes ssh's reason; the tail is detail only when it says more than that.
+    more_said = [line for line in _lines(stderr) if not _CHATTER.match(line) and line.removeprefix("ssh: ") != reason]
+    detail = stderr if more_said else ""
+
     def error(cause: Cause, message: str, **more: Any) -> RemoteAcpError:
-        return RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=stderr, cause=cause, facts=replace(facts, **more))
+        return RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=detail, cause=cause, facts=replace(facts, **more))
 
     said = f": {reason}" if reason else ""
     if any(mark in stderr for mark in _KEY_CHANGED):
