@@ -86,7 +86,8 @@ def unplaced_error(
                 why, cause = f"not tried: the placement's {len(failed)} attempts were used", Cause.NO_HOST_AVAILABLE
             else:
                 count = host.capacity - free[host.name]
-                why = f"at_capacity ({count} sessions there by the pool's count, its capacity is {host.capacity})"
+                sessions = "1 session" if count == 1 else f"{count} sessions"
+                why = f"at_capacity ({sessions} there by the pool's count, its capacity is {host.capacity})"
                 if probes[host.name].verdict is Verdict.AT_CAPACITY and free[host.name] == 0:
                     why = f"at_capacity ({probes[host.name].message})"  # the host's own count
                 cause = Cause.AT_CAPACITY
