@@ -125,3 +125,24 @@ def test_invalid_inventories_name_file_line_and_key(
     assert (info.value.source, info.value.line, info.value.key) == (source, line, key)
     assert info.value.reason.startswith(reason), info.value.reason
     assert str(info.value).startswith(f"{source}:{line}: invalid inventory")
+
+
+def test_ssh_args_become_ssh_options_and_what_cannot_is_noted() -> None:
+    from hostinv import parse_ansible
+
+    text = (
+        "[web]\n"
+        "web1 ansible_host=10.0.0.5 ansible_ssh_common_args='-o ProxyJump=jump@10.0.0.9:2222 "
+        '-o "ProxyCommand=nc %h %p" -A\' ansible_ssh_extra_args="-oServerAliveInterval=5 -i /keys/k"\n'
+    )
+    inventory = parse_ansible(text, "hosts.ini")
+    (host,) = inventory.hosts
+    assert host.ssh_options == {
+        "ProxyJump": "jump@10.0.0.9:2222",
+        "ProxyCommand": "nc %h %p",
+        "ServerAliveInterval": "5",
+        "IdentityFile": "/keys/k",
+    }
+    assert inventory.notes == (
+        "hosts.ini: host web1: ansible_ssh_common_args: -A not carried (only -o, -J, -p, -i and -l become ssh_options)",
+    )

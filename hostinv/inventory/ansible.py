@@ -8,7 +8,9 @@ depth (a parent before its children, then by name), then the host's own, later o
 
 Of the variables, ``ansible_host``, ``ansible_port``, ``ansible_user`` and
 ``ansible_ssh_private_key_file`` (and their older ``ansible_ssh_*`` spellings) become the host's
-fields, ``remote_acp_capacity`` its capacity; the rest are Ansible's business and are left out. A
+fields, ``remote_acp_capacity`` its capacity, and the ssh options in ``ansible_ssh_common_args``
+and ``ansible_ssh_extra_args`` (``-o``, ``-J``...) its ``ssh_options`` (the rest of those said in
+a note); the rest are Ansible's business and are left out. A
 host whose ``ansible_connection`` is not ssh (``local``, ``docker``...) is left out with a note.
 Host ranges (``web[01:03]``, ``db-[a:c]``, with an optional step) are expanded. ``host_vars/``
 and ``group_vars/`` directories are not read.
@@ -378,7 +380,7 @@ def _resolve(picture: _Picture) -> Inventory:
             layered[tuple(direct)] = ranked, from_groups
         ranked, from_groups = layered[tuple(direct)]
         variables = {**from_groups, **{_ALIASES.get(k, k): v for k, v in picture.host_vars[name].items()}}
-        for var in ("ansible_connection", *_FIELDS):
+        for var in ("ansible_connection", *_FIELDS, *_SSH_ARGS):
             origin = variables.get(var)
             if origin is not None and isinstance(origin.value, (dict, list, tuple, set)):
                 kind = "mapping" if isinstance(origin.value, dict) else "list"
@@ -392,7 +394,10 @@ def _resolve(picture: _Picture) -> Inventory:
             notes.append(f"{picture.source}: host {name} left out: ansible_connection={shown} is not ssh")
             continue
         chosen = {target: variables[var] for var, target in _FIELDS.items() if var in variables}
-        values = {k: (str(v.value) if k != "capacity" else v.value) for k, v in chosen.items()}
+        values: dict[str, object] = {k: (str(v.value) if k != "capacity" else v.value) for k, v in chosen.items()}
+        options = _ssh_args(picture.source, name, variables, notes)
+        if options:
+            values["ssh_options"] = options
         shown_groups = [g for g in ranked if g != "ungrouped"] or ["ungrouped"]
         try:
             hosts.append(
@@ -407,3 +412,47 @@ def _resolve(picture: _Picture) -> Inventory:
             key = key_path(origin.loc) if origin is not None and origin.loc else None
             raise InventoryInvalid(picture.source, f"host {name}: {var}: {error['msg']}", line=line, key=key) from None
     return Inventory(hosts=tuple(hosts), notes=tuple(notes))
+
+
+_SSH_ARGS: Final = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
+"""Where Ansible users keep the ssh options a host needs (a ProxyJump, a ProxyCommand)."""
+_FLAG_OPTION: Final = {"-J": "ProxyJump", "-p": "Port", "-i": "IdentityFile", "-l": "User"}
+
+
+def _ssh_args(source: str, name: str, variables: dict[str, _Value], notes: list[str]) -> dict[str, str]:
+    """The ssh options ``ansible_ssh_common_args`` and ``ansible_ssh_extra_args`` carry, as
+    ``ssh_options`` (``-o Key=Value``, ``-o 'Key Value'``, ``-J``, ``-p``, ``-i``, ``-l``); what else
+    they hold cannot reach a session's ssh, and is said in a note rather than dropped silently."""
+    options: dict[str, str] = {}
+    for var in _SSH_ARGS:
+        origin = variables.get(var)
+        if origin is None or not str(origin.value).strip():
+            continue
+        try:
+            words = shlex.split(str(origin.value))
+        except ValueError as exc:
+            notes.append(f"{source}: host {name}: {var} does not read as ssh arguments ({exc}): not carried")
+            continue
+        left: list[str] = []
+        while words:
+            word = words.pop(0)
+            flag, value = (word[:2], word[2:]) if word[:2] in ("-o", *_FLAG_OPTION) else (word, "")
+            if flag in ("-o", *_FLAG_OPTION) and not value and words:
+                value = words.pop(0)
+            if flag == "-o" and value:
+                key, sep, setting = value.partition("=")
+                if not sep:
+                    key, _, setting = value.partition(" ")
+                if key.strip() and setting.strip():
+                    options.setdefault(key.strip(), setting.strip())
+                    continue
+            elif flag in _FLAG_OPTION and value:
+                options.setdefault(_FLAG_OPTION[flag], value)
+                continue
+            left.append(word if not value else f"{word} {value}")
+        if left:
+            shown = " ".join(left)[:_SHOWN]
+            notes.append(
+                f"{source}: host {name}: {var}: {shown} not carried (only -o, -J, -p, -i and -l become ssh_options)"
+            )
+    return options
