@@ -21,6 +21,16 @@ def _name(text: str) -> str:
     return text
 
 
+def _options(options: dict[str, str]) -> dict[str, str]:
+    from .ssh_keywords import misspelt
+
+    for keyword in options:
+        meant = misspelt(keyword)
+        if meant is not None:
+            raise ValueError(f"{keyword!r} is not an ssh_config keyword: did you mean {meant}?")
+    return options
+
+
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME), AfterValidator(_name)]
 """A host name, group or alias: printable, no blanks, not starting with ``-`` (it would read as
 an ssh option)."""
@@ -37,7 +47,7 @@ class _HostFields(BaseModel):
     groups: tuple[Name, ...] = ()
     labels: dict[str, str] = Field(default_factory=dict)
     capacity: Annotated[int, Field(ge=1, le=10_000)] = DEFAULT_CAPACITY
-    ssh_options: dict[Name, str] = Field(default_factory=dict)
+    ssh_options: Annotated[dict[Name, str], AfterValidator(_options)] = Field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
 

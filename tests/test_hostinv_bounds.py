@@ -195,3 +195,18 @@ def test_a_host_named_twice_in_the_yaml_is_refused_at_its_second_line(tmp_path: 
         load_inventory(own, use_ssh_config=False)
     assert "the key 'b1' is given twice (lines 2 and 5): say it once" in str(info.value)
     assert str(own) in str(info.value) and ":5" in str(info.value)
+
+
+def test_a_misspelt_ssh_option_is_refused_where_it_is_written(tmp_path: Path) -> None:
+    from hostinv import load_inventory
+
+    own = tmp_path / "inventory.yaml"
+    own.write_text("hosts:\n  b1:\n    ssh_options:\n      ProxyJum: bastion\n")
+    with pytest.raises(InventoryInvalid) as info:
+        load_inventory(own, use_ssh_config=False)
+    said = str(info.value)
+    assert "'ProxyJum' is not an ssh_config keyword: did you mean ProxyJump?" in said
+    assert str(own) in said and ":3" in said  # the line of ssh_options
+    own.write_text("hosts:\n  b1:\n    ssh_options:\n      proxyjump: bastion\n      SomeFutureOption: x\n")
+    (host,) = load_inventory(own, use_ssh_config=False).hosts  # any case; a keyword unknown here is ssh's to judge
+    assert host.ssh_options == {"proxyjump": "bastion", "SomeFutureOption": "x"}
