@@ -13,7 +13,8 @@ a stalled turn) are part of the same vocabulary because a host check ends in the
 
 Fix texts are templates over a few named facts (``{destination}``, ``{workspace}``, ``{tool}``,
 ...). :func:`fix_for` fills them, shell-quoting each fact, so a printed command runs as printed;
-a fact not known is left as a placeholder in capitals (``HOST``), never as an empty word.
+a fact not known is left as a placeholder in capitals (``HOST``), never as an empty word. Where a
+fix is a command, it comes last, after ``": "`` (:func:`fix_command` takes it out).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["CAUSES", "Cause", "CauseInfo", "fix_for", "ssh_words"]
+__all__ = ["CAUSES", "Cause", "CauseInfo", "fix_command", "fix_for", "ssh_words"]
 
 
 class Cause(enum.StrEnum):
@@ -128,8 +129,8 @@ CAUSES: Final[Mapping[Cause, CauseInfo]] = MappingProxyType(
         Cause.AUTH_FAILED: _I(
             "auth_failed",
             False,
-            "put your public key in the account's ~/.ssh/authorized_keys (ssh-copy-id {ssh_target}), load "
-            "an encrypted key into ssh-agent, or set the host's user and identity_file",
+            "load an encrypted key into ssh-agent, set the host's user and identity_file, or put your "
+            "public key in the account's ~/.ssh/authorized_keys: ssh-copy-id {ssh_target}",
         ),
         Cause.SSH_CONFIG_INVALID: _I(
             "unreachable", False, "correct the ssh_config (or the host's ssh_options in the inventory)"
@@ -157,7 +158,7 @@ CAUSES: Final[Mapping[Cause, CauseInfo]] = MappingProxyType(
             "wait for a session there to end, pick another host, or raise the host's capacity in the inventory",
         ),
         Cause.WORKSPACE_INVALID: _I(
-            "workspace_invalid", False, "create the workspace (mkdir -p -- {workspace}) or pass one that exists"
+            "workspace_invalid", False, "pass a workspace that exists, or create it: mkdir -p -- {workspace}"
         ),
         Cause.AGENT_NOT_FOUND: _I(
             "agent_not_found",
@@ -230,10 +231,13 @@ _PLACEHOLDER: Final = {
 _UNQUOTED: Final = frozenset({"tool", "slot_dir", "ssh_target"})
 
 
-def ssh_words(destination: str, port: int | None = None) -> str:
+def ssh_words(destination: str, port: int | None = None, *, config: str | None = None) -> str:
     """``destination`` (``user@host``, no port) and ``port`` as the words an ``ssh`` or
-    ``ssh-copy-id`` command line takes, quoted for a POSIX shell: ``-p 2222 'user@host'``."""
-    words = ["-p", str(port)] if port is not None else []
+    ``ssh-copy-id`` command line takes, quoted for a POSIX shell: ``-p 2222 'user@host'``; with
+    ``config`` (an ssh_config the failing ssh was given), ``-F config`` first, so the printed
+    command meets the host as the check did."""
+    words = ["-F", config] if config else []
+    words += ["-p", str(port)] if port is not None else []
     return shlex.join([*words, destination])
 
 
@@ -257,3 +261,16 @@ def fix_for(cause: Cause, **facts: str | None) -> str:
 
 _missing = [cause for cause in Cause if cause not in CAUSES]
 assert not _missing, f"causes without a table entry: {_missing}"
+
+
+# The fixes that end in a command a person runs as printed.
+COMMAND_FIXES: Final = frozenset(
+    {Cause.HOST_KEY_CHANGED, Cause.HOST_KEY_UNKNOWN, Cause.AUTH_FAILED, Cause.WORKSPACE_INVALID}
+)
+
+
+def fix_command(fix: str) -> str | None:
+    """The command a fix ends with (after its last ``": "``), or ``None`` when it has none."""
+    head, sep, command = fix.rpartition(": ")
+    runs = command.split(" ", 1)[0] in {"ssh", "ssh-keygen", "ssh-copy-id", "mkdir"}
+    return command if sep and head and runs else None

@@ -224,7 +224,7 @@ async def test_a_cause_over_ssh_reads_alike_in_the_library_run_and_check(lab: La
     assert err.fix.startswith(fix_prefix(case.cause)), err.fix
     assert not err.fix or err.fix not in str(err)
     if case.cause is Cause.WORKSPACE_INVALID:  # the fix names the workspace the host lacks
-        assert err.fix == f"create the workspace (mkdir -p -- {p.workspace}) or pass one that exists"
+        assert err.fix == f"pass a workspace that exists, or create it: mkdir -p -- {p.workspace}"
 
     # remote-acp run: the same, as data, with the kind's exit status.
     run = runs["run"]
@@ -281,7 +281,7 @@ async def test_a_cause_of_a_local_start_reads_alike_in_the_library_and_run(
     assert (err.kind, err.cause, err.retryable) == (kind, cause, CAUSES[cause].retryable), repr(err)
     assert err.fix.startswith(fix_prefix(cause)) and err.fix not in str(err)
     if cause is Cause.WORKSPACE_INVALID:
-        assert err.fix == f"create the workspace (mkdir -p -- {LOCAL_WORKSPACE}) or pass one that exists"
+        assert err.fix == f"pass a workspace that exists, or create it: mkdir -p -- {LOCAL_WORKSPACE}"
     (run,) = runs
     final = run.last("run_result")
     assert run.status == status, (final, run.stderr)

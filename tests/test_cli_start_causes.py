@@ -48,7 +48,7 @@ def test_a_missing_local_workspace_is_permanent_with_its_fix(tmp_path: object) -
         "workspace_invalid",
         False,
     )
-    assert result["fix"] == f"create the workspace (mkdir -p -- {missing}) or pass one that exists"
+    assert result["fix"] == f"pass a workspace that exists, or create it: mkdir -p -- {missing}"
 
 
 def test_what_a_dying_agent_wrote_reaches_the_terminal_escaped() -> None:

@@ -124,7 +124,15 @@ def test_every_cause_has_one_entry_and_its_fix_fills_without_holes(cause: Cause)
 def test_a_fix_quotes_each_fact_for_the_shell() -> None:
     fix = fix_for(Cause.HOST_KEY_CHANGED, known_hosts="/tmp/my hosts", key_name="[h]:2222")
     assert "ssh-keygen -f '/tmp/my hosts' -R '[h]:2222'" in fix
-    assert fix_for(Cause.WORKSPACE_INVALID, workspace="/w/$x").endswith("(mkdir -p -- '/w/$x') or pass one that exists")
+    assert fix_for(Cause.WORKSPACE_INVALID, workspace="/w/$x").endswith(": mkdir -p -- '/w/$x'")
+
+
+def test_every_command_fix_ends_in_its_command() -> None:
+    from hostinv.causes import COMMAND_FIXES, fix_command
+
+    for cause in Cause:
+        command = fix_command(fix_for(cause))
+        assert (command is not None) == (cause in COMMAND_FIXES), cause
 
 
 def test_every_kind_has_a_default_cause() -> None:

@@ -84,7 +84,7 @@ def test_exit_97_with_the_mark_is_an_invalid_workspace() -> None:
             assert error.kind is ErrorKind.INVALID_WORKSPACE_CWD
             assert error.message == f"the workspace /srv/missing ws {said} on user@build:2222"
             assert error.facts.workspace == "/srv/missing ws"
-            assert error.fix == "create the workspace (mkdir -p -- '/srv/missing ws') or pass one that exists"
+            assert error.fix == "pass a workspace that exists, or create it: mkdir -p -- '/srv/missing ws'"
 
 
 def test_exit_97_without_the_mark_is_left_to_the_generic_reading() -> None:

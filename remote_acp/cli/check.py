@@ -86,6 +86,13 @@ def check() -> None:
     help="Bound of initialize and of session/new, each.",
 )
 @click.option(
+    "--ssh-pass-env",
+    "pass_env",
+    multiple=True,
+    help="Carry this environment variable to the agent over stdin, as run does (a key the agent needs to "
+    "open a session). Repeatable.",
+)
+@click.option(
     "--max-age",
     type=click.FloatRange(min=0),
     default=0.0,
@@ -106,6 +113,7 @@ def check_host(
     host_key_policy: str | None,
     connect_timeout: float,
     handshake_timeout_ms: int,
+    pass_env: tuple[str, ...],
     max_age: float,
 ) -> None:
     """Check whether the hosts SELECTORS name can run AGENT in WORKSPACE now, and why not.
@@ -165,6 +173,9 @@ def check_host(
         raise click.UsageError("--agent is empty")
     if not workspace.startswith("/") or "\0" in workspace:
         raise click.UsageError("--workspace must be an absolute path (a directory on the hosts)")
+    unset = [name for name in pass_env if name not in os.environ]
+    if unset:
+        raise click.UsageError(f"--ssh-pass-env names {', '.join(unset)}, which is not set in the environment")
     if ssh_config is not None and ssh_config.lower() != "none" and not os.path.isfile(ssh_config):
         raise click.UsageError(f"the ssh config file {ssh_config} does not exist")
     from ..errors import RemoteAcpError
@@ -192,7 +203,7 @@ def check_host(
         config_file=ssh_config,
         connect_timeout_s=max(1, math.ceil(connect_timeout)),
         max_concurrent_starts=_PER_HOST_STARTS,
-        pass_env=tuple(workflow.config.worker.ssh_pass_env) if workflow is not None else (),
+        pass_env=pass_env or (tuple(workflow.config.worker.ssh_pass_env) if workflow is not None else ()),
     )
     request = _Request(
         hosts=hosts,

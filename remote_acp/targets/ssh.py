@@ -115,6 +115,7 @@ __all__ = [
 
 log = get_logger("remote_acp.targets.ssh")
 
+
 class Preflight(Protocol):
     """A look at the host inside the session's own login, before the agent starts.
 
@@ -314,12 +315,15 @@ class SshTarget:
         self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
     ) -> RemoteAcpError | None:
         whole = _whole(stderr)
-        error = ssh_exit_error(self.label, status, agent_wrote=agent_wrote, stderr=whole, ready=ready)
+        error = ssh_exit_error(
+            self.label, status, agent_wrote=agent_wrote, stderr=whole, ready=ready, config=self.settings.config_file
+        )
         return _shown(error, whole, stderr)
 
     def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
         whole = _whole(stderr)
-        return _shown(ssh_ready_error(self.label, bound_ms, stderr=whole, printed=printed), whole, stderr)
+        error = ssh_ready_error(self.label, bound_ms, stderr=whole, printed=printed, config=self.settings.config_file)
+        return _shown(error, whole, stderr)
 
 
 def _whole(stderr: str) -> str:

@@ -60,6 +60,8 @@ def is_ssh_chatter(line: str) -> bool:
     logs, error messages and details (ssh's reason lines stay); the readers of ssh's end still
     get it (:meth:`~remote_acp.targets.ssh.SshTarget.exit_error`)."""
     return _ROUTINE.match(line) is not None
+
+
 # ssh's own words for its failures before login (it runs at LogLevel VERBOSE). Only this module
 # reads them; what it decides is a cause.
 _KEY_CHANGED: Final = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested")
@@ -93,7 +95,13 @@ def _lines(stderr: str) -> list[str]:
 
 
 def ssh_exit_error(
-    label: str, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
+    label: str,
+    status: ExitStatus,
+    *,
+    agent_wrote: bool,
+    stderr: str,
+    ready: bool | None = None,
+    config: str | None = None,
 ) -> RemoteAcpError | None:
     """The error for an ssh to ``label`` that ended with ``status`` before the session started,
     or ``None`` when the session core's generic reading applies (see
@@ -110,7 +118,7 @@ def ssh_exit_error(
         exit_status=code,
         signal=status.signal,
         ssh_reason=bounded_fact(reason) if reason else None,
-        ssh_target=_ssh_target(label),
+        ssh_target=_ssh_target(label, config),
     )
 
     def error(kind: ErrorKind, cause: Cause, message: str, **more: Any) -> RemoteAcpError:
@@ -203,12 +211,14 @@ def _after(stderr: str, mark: str) -> str:
     return stderr.split(mark, 1)[1].split(" | ", 1)[0].strip()
 
 
-def _ssh_target(label: str) -> str:
-    """``label`` (``user@host:port``) as the words of an ``ssh`` command line."""
+def _ssh_target(label: str, config: str | None = None) -> str:
+    """``label`` (``user@host:port``) as the words of an ``ssh`` command line (``-F config``
+    first when the session's ssh was given one)."""
+    config = config if config and config.lower() != "none" else None
     head, colon, port = label.rpartition(":")
     if colon and port.isdigit() and (head.endswith("]") or ":" not in head):
-        return ssh_words(head.replace("[", "").replace("]", ""), int(port))
-    return ssh_words(label)
+        return ssh_words(head.replace("[", "").replace("]", ""), int(port), config=config)
+    return ssh_words(label, config=config)
 
 
 def _connection_error(label: str, reason: str, stderr: str, facts: ErrorFacts) -> RemoteAcpError:
@@ -261,7 +271,9 @@ def _unquoted(word: str) -> str:
     return word[1:-1] if len(word) > 1 and word[0] == word[-1] and word[0] in "\"'" else word
 
 
-def ssh_ready_error(label: str, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError:
+def ssh_ready_error(
+    label: str, bound_ms: int, *, stderr: str, printed: str, config: str | None = None
+) -> RemoteAcpError:
     """The error for an ssh to ``label`` whose remote side did not say it was ready within
     ``bound_ms`` (:func:`remote_acp.targets.ssh_argv.ready_bound_ms`). ``printed``: what came on
     stdout instead (masked).
@@ -276,7 +288,7 @@ def ssh_ready_error(label: str, bound_ms: int, *, stderr: str, printed: str) -> 
     facts = ErrorFacts(
         destination=label,
         ssh_reason=bounded_fact(reason) if reason else None,
-        ssh_target=_ssh_target(label),
+        ssh_target=_ssh_target(label, config),
         bound_ms=bound_ms,
     )
     if not authenticated(stderr):
