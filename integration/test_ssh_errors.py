@@ -143,7 +143,8 @@ async def test_unknown_host_key_with_policy_yes_is_permanent(ssh_lab: SshLab, tm
     assert not err.retryable and err.facts.exit_status == 255
     assert err.message.startswith("the host key of lab1 is not known")
     assert "Host key verification failed" in err.detail
-    assert err.fix.endswith(": ssh -o StrictHostKeyChecking=accept-new lab1 true"), err.fix
+    # Through the ssh_config the session was given, as the session met the host.
+    assert err.fix.endswith(f": ssh -o StrictHostKeyChecking=accept-new -F {config} lab1 true"), err.fix
 
 
 async def test_refused_authentication_is_permanent(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ async def test_refused_authentication_is_permanent(ssh_lab: SshLab, tmp_path: Pa
     assert not err.retryable and err.facts.exit_status == 255
     assert err.facts.ssh_reason == "root@127.0.0.2: Permission denied (publickey)."
     assert err.message.startswith("lab1 refused the authentication") and err.facts.ssh_reason in err.message
-    assert "ssh-copy-id lab1" in err.fix, err.fix
+    assert err.fix.endswith(f": ssh-copy-id -F {config} lab1"), err.fix
 
 
 async def test_a_refused_connection_stays_retryable(ssh_lab: SshLab) -> None:
@@ -163,7 +164,7 @@ async def test_a_refused_connection_stays_retryable(ssh_lab: SshLab) -> None:
     assert_cause(err, ErrorKind.PORT_EXIT, Cause.CONNECT_REFUSED, "root@127.0.0.2:9")
     assert err.retryable and err.facts.exit_status == 255
     assert err.facts.ssh_reason == "connect to host 127.0.0.2 port 9: Connection refused"
-    assert err.facts.ssh_target == "-p 9 root@127.0.0.2"
+    assert err.facts.ssh_target == f"-F {ssh_lab.config} -p 9 root@127.0.0.2"
     assert err.fix == CAUSES[Cause.CONNECT_REFUSED].fix
 
 
