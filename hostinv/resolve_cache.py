@@ -15,11 +15,14 @@ kept, and reused while:
 - every directory an ``Include`` names lists the same names (a file added or removed), and every
   variable a file names (``${NAME}``) has the same value.
 
-A configuration whose answer can change without any of that changing is never kept: ``Match
-exec`` (runs a command), ``Match localnetwork``, ``Match canonical``/``final`` and
-``CanonicalizeHostname`` (they depend on DNS), and an ``Include`` whose directory part has a
-pattern, a token or a variable. Nothing here connects anywhere; only :func:`lookup` and
-:func:`store` touch the disk, and any error there is a miss, never a failure.
+A configuration whose answer can change without any of that changing is never kept: ``Match exec``
+(runs a command), ``Match localnetwork``, ``Match canonical``/``final`` and canonicalization (they
+depend on DNS: an answer whose ``canonicalizehostname`` is not ``false``, however the file spelled
+it, ``yes``, ``true``, ``"always"`` or on the command line), and an ``Include`` whose directory part
+has a pattern, a token or a variable. A file of our own making given to ``-F`` (its name is its
+contents' digest, see :func:`hostinv.sshopts.fallback_config_text`) is checked by its contents only:
+the files it includes are the candidates already. Nothing here connects anywhere; only
+:func:`lookup` and :func:`store` touch the disk, and any error there is a miss, never a failure.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from .keep import ABSENT, read_entry, write_whole
-from .sshopts import login_home
+from .keep import ABSENT, digest, read_entry, write_whole
+from .sshopts import SYSTEM_CONFIG, login_home
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -55,14 +58,17 @@ __all__ = [
     "which_ssh",
 ]
 
-SYSTEM_CONFIG: Final = "/etc/ssh/ssh_config"
-_VERSION: Final = 2
+_VERSION: Final = 3
+"""3: answers kept by 2 may depend on DNS (canonicalization spelled ``true`` or quoted)."""
 _READ_LINE: Final = re.compile(r"^debug\d: Reading configuration data (.+)$", re.MULTILINE)
 _INCLUDE: Final = re.compile(r"^\s*include\s*[=\s]\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 _DYNAMIC_MATCH: Final = re.compile(
     r"^\s*match\b.*\b(exec|localnetwork|canonical|final)\b", re.IGNORECASE | re.MULTILINE
 )
-_CANONICALIZE: Final = re.compile(r"^\s*canonicalizehostname\s*[=\s]\s*(yes|always)\b", re.IGNORECASE | re.MULTILINE)
+_CANONICALIZE: Final = re.compile(
+    r"^\s*canonicalizehostname\s*(=\s*|\s+)[\"']?\s*(yes|true|always)\b", re.IGNORECASE | re.MULTILINE
+)
+_ANSWER_CANONICALIZES: Final = re.compile(r"^canonicalizehostname (?!false$)\S", re.MULTILINE)
 _VARIABLE: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _GLOB: Final = frozenset("*?[%$")
 _RACY_NS: Final = 2_000_000_000
@@ -116,17 +122,27 @@ def reading(
     home: str,
     environ: Mapping[str, str],
     since_ns: int,
+    ours: str | None = None,
 ) -> Reading:
     """The :class:`Reading` of one ``ssh -G`` run, started at ``since_ns`` (``time.time_ns()``),
     that read ``read`` (see :func:`config_files_read`); ``candidates``: the files it looks for
     first whether or not they exist (``-F``'s file, or the user's and the system's).
 
     A file or directory modified since shortly before the run may have changed between ssh's
-    reading and ours: the answer is then not kept (the next run keeps it)."""
+    reading and ours: the answer is then not kept (the next run keeps it). ``ours``: a file we
+    wrote whose name is its contents' digest, given to ``-F``; its contents are kept, not its
+    age or its Include lines (they name the candidates)."""
     found = Reading()
     read_now = set(read)
     for path in (*candidates, *read):
         if path in found.files:
+            continue
+        if path == ours:
+            try:
+                found.files[path] = digest(path)
+            except OSError as exc:
+                found.why_not = f"{path}: {exc.strerror}"
+                return found
             continue
         try:
             with open(path, "rb") as file:
@@ -236,7 +252,7 @@ def lookup(directory: str, name: str, environ: Mapping[str, str]) -> str | None:
         if any(environ.get(var) != value for var, value in entry["variables"].items()):
             return None
         answer = entry["answer"]
-        return answer if isinstance(answer, str) else None
+        return answer if isinstance(answer, str) and not _ANSWER_CANONICALIZES.search(answer) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -250,13 +266,23 @@ def keep(
     config: str | None,
     environ: Mapping[str, str],
     since_ns: int,
+    ours: str | None = None,
 ) -> None:
     """Keep ``answer``, the output of ``ssh -G -v`` run with ``-F config`` (``None``: ssh's own
     files) that started at ``since_ns`` and said ``stderr``, if what it read allows (see
-    :func:`reading` and :func:`store`)."""
+    :func:`reading` and :func:`store`). ``ours``: the file given to ``-F`` in place of
+    ``config`` when it is one we wrote to include it (see :func:`reading`). An answer for a
+    name ssh canonicalizes is never kept, however the configuration or the command line said so."""
+    if _ANSWER_CANONICALIZES.search(answer):
+        return
     home = login_home()
     found = reading(
-        config_files_read(stderr), default_files(config, home), home=home, environ=environ, since_ns=since_ns
+        config_files_read(stderr),
+        default_files(config, home),
+        home=home,
+        environ=environ,
+        since_ns=since_ns,
+        ours=ours,
     )
     store(directory, name, found, answer)
 

@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import os
 import pwd
+import re
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -26,8 +27,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PORT",
+    "HOST_KEY_FALLBACK",
+    "SYSTEM_CONFIG",
     "ResolvedSsh",
     "existing",
+    "expand_proxy_command",
+    "fallback_config_text",
     "known_hosts_line",
     "known_hosts_name",
     "login_home",
@@ -38,6 +43,11 @@ __all__ = [
 ]
 
 DEFAULT_PORT: Final = 22
+SYSTEM_CONFIG: Final = "/etc/ssh/ssh_config"
+HOST_KEY_FALLBACK: Final = "accept-new"
+"""The host-key policy for a host whose configuration sets none (see :func:`fallback_config_text`)."""
+# How ssh -G spells StrictHostKeyChecking, read back as the policy names ssh_config takes.
+_POLICY_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,13 @@ class ResolvedSsh:
     proxy_command: str | None = None
     ciphers: tuple[str, ...] = ()
     """``Ciphers``: those the user's ssh would offer, in its order (``()``: ssh printed none)."""
+    host_key_policy: str = "ask"
+    """``StrictHostKeyChecking`` as ssh would apply it: ``yes``, ``ask``, ``accept-new`` or ``no``.
+    ``ask`` is also ssh's default when nothing sets it; resolved through
+    :func:`fallback_config_text`, a host nothing sets it for reads ``accept-new``."""
+    canonicalize: bool = False
+    """Whether ssh canonicalizes the name (``CanonicalizeHostname`` yes or always): the answer
+    then depends on DNS."""
 
     @property
     def known_hosts_name(self) -> str:
@@ -154,7 +171,76 @@ def parse_ssh_g(text: str, *, home: str | None = None) -> ResolvedSsh:
         proxy_jump=opt("proxyjump"),
         proxy_command=opt("proxycommand"),
         ciphers=tuple(c for c in single.get("ciphers", "").split(",") if c),
+        host_key_policy=_policy(single.get("stricthostkeychecking", "ask")),
+        canonicalize=single.get("canonicalizehostname", "false").lower() not in ("false", "no"),
     )
+
+
+def _policy(value: str) -> str:
+    value = value.strip().lower()
+    return _POLICY_SPELLING.get(value, value) or "ask"
+
+
+def fallback_config_text(config: str | None, *, home: str) -> str:
+    """An ssh_config for ``ssh -G -F`` that means what ssh's own reading means, and tells a host
+    whose configuration sets no ``StrictHostKeyChecking`` from one that sets ``ask``.
+
+    ``ssh -G`` prints ``ask`` both for a host the configuration says ``ask`` for and for one it
+    says nothing about (ssh's default), and the two must be told apart: ``ask`` refuses an
+    unknown key when no one can answer, while a host with no setting gets our default,
+    :data:`HOST_KEY_FALLBACK`, as sessions give it. So the file includes what ssh reads
+    (``config``, as ``ssh -F`` reads it, made absolute; else ``HOME/.ssh/config`` then
+    :data:`SYSTEM_CONFIG`; ``none``: nothing), then sets ``StrictHostKeyChecking accept-new``
+    for every host. ssh keeps the first value it obtains, so any value the included files set
+    for the host wins, and ``ask`` read back means the configuration said ``ask``. A file that
+    does not exist is skipped, as ssh skips it. Paths are quoted so that Include reads exactly
+    that file (it would expand globs).
+    """
+    if config is None:
+        included = [os.path.join(home, ".ssh", "config"), SYSTEM_CONFIG]
+    elif config.lower() == "none":
+        included = []
+    else:
+        included = [os.path.abspath(config)]
+    lines = [
+        "# Written by hostinv: the ssh_config ssh would read, then the host-key policy for hosts it sets none for.",
+        *(f"Include {_config_word(path)}" for path in included),
+        "Host *",
+        f"  StrictHostKeyChecking {HOST_KEY_FALLBACK}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _config_word(path: str) -> str:
+    # Two layers: Include expands globs (escape \ * ? [ for glob), and the ssh_config line parser
+    # unquotes and unescapes (escape \ " ' for it, inside double quotes).
+    if any(c in path for c in "\r\n\0"):
+        raise ValueError("an ssh_config path cannot contain line breaks")
+    globbed = re.sub(r"([\\*?\[])", r"\\\1", path)
+    return '"' + re.sub(r"([\\\"'])", r"\\\1", globbed) + '"'
+
+
+_TOKEN: Final = re.compile(r"%(.?)", re.DOTALL)
+
+
+def expand_proxy_command(command: str, *, hostname: str, port: int, user: str, original: str) -> list[str]:
+    """The argv that runs ``ProxyCommand`` as ssh runs it: ``exec`` and the command, its tokens
+    expanded (``%h`` the host name, ``%p`` the port, ``%r`` the user, ``%n`` the name as given,
+    ``%%`` a ``%``), by ``$SHELL -c`` (``/bin/sh`` when unset). ssh substitutes the values as
+    they are, unquoted, and so does this.
+
+    :raises ValueError: an unknown token, as ssh refuses it.
+    """
+    values = {"h": hostname, "p": str(port), "r": user, "n": original, "%": "%"}
+
+    def one(match: re.Match[str]) -> str:
+        token = match.group(1)
+        if token not in values:
+            raise ValueError(f"ProxyCommand: unknown token %{token}" if token else "ProxyCommand: a lone % at its end")
+        return values[token]
+
+    shell = os.environ.get("SHELL") or "/bin/sh"
+    return [shell, "-c", "exec " + _TOKEN.sub(one, command)]
 
 
 def probe_ciphers(allowed: Sequence[str], supported: Sequence[str]) -> list[str]:

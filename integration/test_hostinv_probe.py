@@ -260,12 +260,13 @@ async def test_a_probe_connects_with_the_ciphers_the_users_ssh_allows(
 ) -> None:
     """AES-GCM first (cheaper for asyncssh than chacha20-poly1305) unless the user's config
     narrows the choice, which then holds."""
-    from hostinv.probes.runner import _connect, _key_check, _resolve
+    from hostinv.probes.connect import connect
+    from hostinv.probes.runner import _check, _resolve
 
     config, _ = lab_files(ssh_lab, tmp_path, known=[h.known_hosts_line for h in ssh_lab.hosts])
     if ciphers is not None:
         config.write_text(f"Host *\n  Ciphers {ciphers}\n" + config.read_text())
     settings = ProbeSettings(ssh_config=str(config), connect_timeout_s=30)
     resolved = await _resolve("lab1", settings)
-    async with await _connect(resolved, _key_check(resolved, settings), settings, None) as conn:
+    async with await connect(resolved, _check(resolved, settings), timeout_s=30) as conn:
         assert (conn.get_extra_info("send_cipher"), conn.get_extra_info("recv_cipher")) == (negotiated, negotiated)

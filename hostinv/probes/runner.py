@@ -1,21 +1,24 @@
 """Probing hosts over asyncssh: one connection per host, one channel, one verdict, never a prompt.
 
 For each host the runner asks ``ssh -G`` what ``ssh`` would use (:mod:`hostinv.sshopts`: HostName,
-Port, User, IdentityFile, ProxyJump, known_hosts files, HashKnownHosts, through every
-``Host``/``Match``/``Include`` and the system config), with the :class:`~hostinv.models.Host`
-fields as command-line overrides, then gives asyncssh all of it explicitly and no config file.
-It logs in with keys only (the files ssh would offer and, unless ``IdentitiesOnly``, the
-ssh-agent; encrypted keys it cannot open are skipped, never asked about), forwards no agent,
-runs :data:`~hostinv.probes.PROBE_COMMAND` with :func:`~hostinv.probes.probe_script` on stdin,
-and judges the report. Jump hosts (``ProxyJump``, each hop resolved and checked the same way) are
-connections of their own.
+Port, User, IdentityFile, ProxyJump, ProxyCommand, known_hosts files, HashKnownHosts and
+StrictHostKeyChecking, through every ``Host``/``Match``/``Include`` and the system config), with
+the :class:`~hostinv.models.Host` fields as command-line overrides, then connects with all of it
+explicitly (:mod:`.connect`), runs :data:`~hostinv.probes.PROBE_COMMAND` with
+:func:`~hostinv.probes.probe_script` on stdin, reads its output within bounds (:mod:`.channel`:
+it stops at the report's end line, whatever a login prints or leaves running) and judges the
+report. Jump hosts (``ProxyJump``, each hop resolved and checked the same way) are connections
+of their own.
 
-Host keys (:mod:`.host_keys`) follow ``SshTarget``'s policy. asyncssh trusts the keys the known_hosts files hold for
-the host; a key they do not hold is decided by :class:`HostKeyCheck`: when the files hold another key for the host it
-is ``host_key_changed`` (refused, with the exact ``ssh-keygen -R`` line), else under ``yes``
-``host_key_unknown``, and under ``accept-new`` the key is appended to the first
-``UserKnownHostsFile`` as ssh would (hashed when ``HashKnownHosts`` says so), so a later ``ssh``
-or session finds it known.
+Host keys (:mod:`.host_keys`) follow the policy ssh's configuration sets for each host and hop,
+which the caller's :attr:`ProbeSettings.host_key_policy` may tighten and never loosens. ``ssh -G``
+prints ssh's default (``ask``) for a host nothing sets a policy for, so it is asked through a
+config of our own (:func:`~hostinv.sshopts.fallback_config_text`) that includes what ssh reads
+and then gives such a host ``accept-new``, as sessions do. A key no known_hosts file holds is
+``host_key_changed`` when the files hold another key for the host (refused, with the exact
+``ssh-keygen -R`` line), else refused under ``yes``/``ask`` (``host_key_unknown``, nothing
+written) and under ``accept-new`` appended to the first ``UserKnownHostsFile`` as ssh would
+(hashed when ``HashKnownHosts`` says so), so a later ``ssh`` or session finds it known.
 
 Nothing here raises for a host's problem: every failure is a :class:`HostProbe` with a verdict.
 asyncssh is imported on the first probe, never when :mod:`hostinv` is imported.
@@ -34,19 +37,25 @@ behind it, and sshd's ``MaxStartups`` (10 unauthenticated by default) may drop s
 from __future__ import annotations
 
 import asyncio
-import errno
+import atexit
+import hashlib
 import os
-import socket
+import shutil
+import tempfile
+import threading
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import resolve_cache
-from ..causes import Cause, fix_for, ssh_words
-from ..sshopts import ResolvedSsh, existing, parse_jump, parse_ssh_g, probe_ciphers, ssh_g_argv
+from ..causes import Cause, fix_for
+from ..keep import untrusted, write_whole
+from ..sshopts import ResolvedSsh, fallback_config_text, login_home, parse_jump, parse_ssh_g, ssh_g_argv
+from .channel import REPORT_KEPT, ChannelRead, read_report
 from .command import PROBE_COMMAND, probe_script
-from .host_keys import HostKeyCheck, parsed_known_hosts
+from .connect import asyncssh_module, connect, judge_connect_error, key_check, mask
+from .host_keys import HostKeyCheck
 from .loops import on_asyncio, on_own_loop
 from .parse import ProbeReport, ProbeReportError, parse_report
 from .verdicts import Judgement, Verdict, judge_probe_error, judge_report
@@ -84,7 +93,10 @@ class ProbeSettings:
     keep the host's agent slots, less the user id (the session layer's convention); set, the
     probe counts the slots held and a host with as many as its capacity is ``at_capacity``.
     ``resolve_cache``: a directory where ``ssh -G``'s answers are kept while the files ssh read
-    are unchanged (:mod:`hostinv.resolve_cache`); ``None``: ask ssh every time."""
+    are unchanged (:mod:`hostinv.resolve_cache`); ``None``: ask ssh every time.
+    ``host_key_policy``: the least strict host-key policy a probe applies: the policy ssh's
+    configuration sets for the host wins when it is stricter (``yes`` or ``ask`` refuse a new key
+    even under ``accept-new``), so the default never loosens a configuration."""
 
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 20.0
@@ -116,167 +128,6 @@ class HostProbe:
         return self.verdict is Verdict.READY
 
 
-def _mask(text: str, limit: int = 300) -> str:
-    text = "".join(c if c.isprintable() or c == " " else " " for c in text.replace("\n", " | "))
-    return text.strip()[-limit:]
-
-
-def judge_connect_error(
-    exc: BaseException,
-    *,
-    destination: str,
-    address: str,
-    port: int,
-    connect_timeout_s: float,
-    key_check: HostKeyCheck | None = None,
-    via: str | None = None,
-) -> Judgement:
-    """The verdict for an exception raised before login (resolving, connecting, host key,
-    authentication). Pure: ``exc`` is asyncssh's, an ``OSError`` or a timeout. ``via``: the jump
-    host the connection went through, if any."""
-    at = f"{address}:{port}" + (f" (through the jump host {via})" if via else "")
-    name = type(exc).__name__
-    if key_check is not None and key_check.outcome == "changed":
-        return Judgement(
-            Verdict.HOST_KEY_CHANGED,
-            f"{destination} ({key_check.resolved.known_hosts_name}) offered a host key other than the one "
-            f"{key_check.found_in} holds for it: a reinstalled host, or someone in between; refused",
-            fix_for(
-                Cause.HOST_KEY_CHANGED,
-                known_hosts=key_check.found_in or (key_check.read_files[0] if key_check.read_files else None),
-                key_name=key_check.resolved.known_hosts_name,
-            ),
-            Cause.HOST_KEY_CHANGED,
-        )
-    if key_check is not None and key_check.outcome == "unknown":
-        return Judgement(
-            Verdict.HOST_KEY_UNKNOWN,
-            f"{destination} ({key_check.resolved.known_hosts_name}) offered a key no known_hosts file holds, "
-            "and the host key policy is 'yes' (or the file cannot be written)",
-            fix_for(
-                Cause.HOST_KEY_UNKNOWN,
-                ssh_target=ssh_words(_bare(destination), port if port != 22 else None),
-                known_hosts=key_check.write_file,
-            ),
-            Cause.HOST_KEY_UNKNOWN,
-        )
-    if name == "HostKeyNotVerifiable":
-        if "revoked" in str(exc):
-            return Judgement(
-                Verdict.HOST_KEY_CHANGED,
-                f"{destination} offered a revoked host key: {exc}",
-                fix_for(Cause.HOST_KEY_CHANGED),
-                Cause.HOST_KEY_CHANGED,
-            )
-        return Judgement(
-            Verdict.HOST_KEY_UNKNOWN,
-            f"{destination}: {exc}",
-            fix_for(Cause.HOST_KEY_UNKNOWN, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
-            Cause.HOST_KEY_UNKNOWN,
-        )
-    if name == "PermissionDenied":
-        return Judgement(
-            Verdict.AUTH_FAILED,
-            f"sshd on {at} refused every key offered for the user (keys only, never a password; encrypted "
-            "keys are used only through ssh-agent)",
-            fix_for(Cause.AUTH_FAILED, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
-            Cause.AUTH_FAILED,
-        )
-    if isinstance(exc, socket.gaierror):
-        return Judgement(
-            Verdict.UNREACHABLE,
-            f"the name {address!r} did not resolve ({exc.strerror or exc})",
-            fix_for(Cause.NAME_UNRESOLVED),
-            Cause.NAME_UNRESOLVED,
-        )
-    if name == "ChannelOpenError":
-        return Judgement(
-            Verdict.UNREACHABLE,
-            f"the jump host could not open a connection to {at}: {exc}",
-            "check that the host is up and that the jump host can reach it (its name resolves there)",
-        )
-    if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
-        return Judgement(
-            Verdict.UNREACHABLE,
-            f"{at} refused the connection: nothing listens on that port",
-            fix_for(Cause.CONNECT_REFUSED),
-            Cause.CONNECT_REFUSED,
-        )
-    if isinstance(exc, TimeoutError) or name in {"TimeoutError", "CancelledError"}:
-        return Judgement(
-            Verdict.UNREACHABLE,
-            f"{at} did not answer (connect and login within {connect_timeout_s:g} s)",
-            fix_for(Cause.CONNECT_TIMEOUT),
-            Cause.CONNECT_TIMEOUT,
-        )
-    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
-        return Judgement(
-            Verdict.UNREACHABLE, f"{at} is unreachable: {exc.strerror}", "check the network route to the host"
-        )
-    if name in {"ConnectionLost", "DisconnectError", "ConnectionResetError", "BrokenPipeError"} or isinstance(
-        exc, OSError
-    ):
-        detail = str(exc) or name
-        return Judgement(
-            Verdict.UNREACHABLE,
-            f"the connection to {at} closed before login ({detail}); sshd may be refusing new connections "
-            "(MaxStartups, a ban) or the link dropped",
-            fix_for(Cause.CONNECT_FAILED),
-            Cause.CONNECT_FAILED,
-        )
-    return Judgement(
-        Verdict.UNREACHABLE,
-        f"connecting to {at} failed: {name}: {exc}",
-        fix_for(Cause.CONNECT_FAILED),
-        Cause.CONNECT_FAILED,
-    )
-
-
-def _bare(destination: str) -> str:
-    """``user@host`` of a destination that may end in ``:port`` (the port goes to ``-p``)."""
-    head, colon, tail = destination.rpartition(":")
-    return head if colon and tail.isdigit() and "]" not in tail else destination
-
-
-def _asyncssh() -> Any:
-    import asyncssh
-
-    return asyncssh
-
-
-_CLIENT_CLASS: Any = None
-
-
-def _client_factory(check: HostKeyCheck) -> Callable[[], Any]:
-    global _CLIENT_CLASS
-    asyncssh = _asyncssh()
-    if _CLIENT_CLASS is None:
-
-        class _Client(asyncssh.SSHClient):  # type: ignore[misc, name-defined]
-            def __init__(self, check: HostKeyCheck) -> None:
-                self._check = check
-
-            def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
-                check = self._check
-                port_arg = None if check.resolved.host_key_alias else check.resolved.port
-                lookup = check.resolved.host_key_alias or check.resolved.hostname
-
-                def holds_key(path: str) -> bool:
-                    try:
-                        found = asyncssh.match_known_hosts(path, lookup, addr, port_arg)
-                    except (OSError, ValueError, asyncssh.Error):
-                        return False
-                    return bool(found[0] or found[1])
-
-                import base64
-
-                return check.decide(addr, key.algorithm.decode(), base64.b64encode(key.public_data).decode(), holds_key)
-
-        _CLIENT_CLASS = _Client
-    client_class = _CLIENT_CLASS
-    return lambda: client_class(check)
-
-
 async def _resolve(
     destination: str,
     settings: ProbeSettings,
@@ -286,10 +137,19 @@ async def _resolve(
     identity_file: str | None = None,
     options: dict[str, str] | None = None,
 ) -> ResolvedSsh:
+    cache = settings.resolve_cache
+    if cache is not None and untrusted(cache) is not None:
+        cache = None  # another user could have written it: neither read nor add to it
+    ours = _policy_config(settings.ssh_config, cache)
     argv = ssh_g_argv(
-        destination, config=settings.ssh_config, port=port, user=user, identity_file=identity_file, options=options
+        destination,
+        config=ours or settings.ssh_config,
+        port=port,
+        user=user,
+        identity_file=identity_file,
+        options=options,
     )
-    cache, name = settings.resolve_cache, ""
+    name = ""
     if cache is not None:
         name = resolve_cache.entry_name(argv, resolve_cache.which_ssh(os.environ), environ=os.environ)
         kept = resolve_cache.lookup(cache, name, os.environ)
@@ -315,60 +175,74 @@ async def _resolve(
     resolved = parse_ssh_g(answer)
     if cache is not None:
         resolve_cache.keep(
-            cache, name, answer, stderr=said, config=settings.ssh_config, environ=os.environ, since_ns=started
+            cache,
+            name,
+            answer,
+            stderr=said,
+            config=settings.ssh_config,
+            environ=os.environ,
+            since_ns=started,
+            ours=ours,
         )
     return resolved
 
 
+_PRIVATE: list[str] = []
+_PRIVATE_LOCK = threading.Lock()  # probes run on worker threads' loops under trio
+
+
+def _private_dir() -> str:
+    """A directory of this process's own (mode 0700), removed when it exits."""
+    with _PRIVATE_LOCK:
+        if not _PRIVATE:
+            _PRIVATE.append(tempfile.mkdtemp(prefix="hostinv-"))
+            atexit.register(shutil.rmtree, _PRIVATE[0], True)
+        return _PRIVATE[0]
+
+
+def _policy_config(config: str | None, cache: str | None) -> str | None:
+    """The file given to ``ssh -G -F`` so that it reports the host-key policy for a host the
+    configuration sets none for as ours (:func:`~hostinv.sshopts.fallback_config_text`), named by
+    its contents' digest and written once, into ``cache`` (trusted already) or else a directory
+    of this process's own. ``None`` when ``config`` is a file ssh cannot read (ssh is then given
+    it, and says why) or no file can be written (ssh's default ``ask`` then reads as ``ask``,
+    the stricter)."""
+    if config is not None and config.lower() != "none" and not (os.path.isfile(config) and os.access(config, os.R_OK)):
+        return None
+    try:
+        data = fallback_config_text(config, home=login_home()).encode("utf-8", "surrogateescape")
+    except ValueError:  # a path no ssh_config line can hold
+        return None
+    file_name = f"policy-{hashlib.sha256(data).hexdigest()[:32]}.conf"
+    if cache is not None:
+        path = os.path.join(cache, file_name)
+        if _holds(path, data):
+            return path
+        try:
+            os.makedirs(cache, mode=0o700, exist_ok=True)
+            write_whole(path, data, prefix=".policy-")
+            return path
+        except OSError:
+            pass  # a cache that cannot be written only costs the reuse
+    try:
+        path = os.path.join(_private_dir(), file_name)
+        if not _holds(path, data):
+            write_whole(path, data, prefix=".policy-")
+    except OSError:
+        return None
+    return path
+
+
+def _holds(path: str, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(data) + 1) == data
+    except OSError:
+        return False
+
+
 class _ResolveError(Exception):
     pass
-
-
-def _key_check(resolved: ResolvedSsh, settings: ProbeSettings) -> HostKeyCheck:
-    user_files = (os.path.expanduser(settings.known_hosts),) if settings.known_hosts else resolved.user_known_hosts
-    return HostKeyCheck(
-        resolved=resolved,
-        policy=settings.host_key_policy,
-        read_files=tuple(existing([*user_files, *resolved.global_known_hosts])),
-        write_file=user_files[0] if user_files else None,
-    )
-
-
-async def _connect(resolved: ResolvedSsh, check: HostKeyCheck, settings: ProbeSettings, tunnel: Any) -> Any:
-    asyncssh = _asyncssh()
-    keys = existing(resolved.identity_files)
-    return await asyncssh.connect(
-        resolved.hostname,
-        resolved.port,
-        tunnel=tunnel if tunnel is not None else (),
-        proxy_command=resolved.proxy_command if tunnel is None and resolved.proxy_command else (),
-        username=resolved.user,
-        config=None,  # resolved by ssh -G already; asyncssh would read ~/.ssh/config again
-        client_factory=_client_factory(check),
-        # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
-        known_hosts=parsed_known_hosts(check.read_files, asyncssh.read_known_hosts)
-        if check.read_files
-        else asyncssh.import_known_hosts(""),
-        host_key_alias=resolved.host_key_alias,
-        client_keys=keys,
-        ignore_encrypted=True,
-        agent_path=None if resolved.identities_only else (),
-        agent_forwarding=False,
-        password=None,
-        password_auth=False,
-        kbdint_auth=False,
-        gss_host=None,
-        connect_timeout=settings.connect_timeout_s,
-        login_timeout=settings.connect_timeout_s,
-        keepalive_interval=0,
-        encryption_algs=probe_ciphers(resolved.ciphers, _supported_ciphers()) or (),
-    )
-
-
-def _supported_ciphers() -> list[str]:
-    from asyncssh.encryption import get_encryption_algs
-
-    return [alg.decode() for alg in get_encryption_algs()]
 
 
 def _finish(host: Host, judgement: Judgement, report: ProbeReport | None, started: float) -> HostProbe:
@@ -413,30 +287,38 @@ async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSet
             )
             # Imported only once this host's ssh -G is done: probes start together, so the other
             # hosts' ssh -G run on the other cores meanwhile (the import is most of a start-up).
-            asyncssh = _asyncssh()
+            asyncssh = asyncssh_module()
             for hop in filter(None, (resolved.proxy_jump or "").split(",")):
                 hop_host, hop_port, hop_user = parse_jump(hop)
                 shown = f"the jump host {hop}"
                 hop_resolved = await _resolve(hop_host, settings, port=hop_port, user=hop_user)
-                check = _key_check(hop_resolved, settings)
-                tunnel = await stack.enter_async_context(await _connect(hop_resolved, check, settings, tunnel))
+                check = _check(hop_resolved, settings)
+                tunnel = await stack.enter_async_context(
+                    await connect(
+                        hop_resolved, check, timeout_s=settings.connect_timeout_s, tunnel=tunnel, original=hop_host
+                    )
+                )
             shown = host.destination
             via = resolved.proxy_jump.split(",")[-1] if resolved.proxy_jump else None
-            check = _key_check(resolved, settings)
-            conn = await stack.enter_async_context(await _connect(resolved, check, settings, tunnel))
-        except _ResolveError as exc:
+            check = _check(resolved, settings)
+            conn = await stack.enter_async_context(
+                await connect(
+                    resolved, check, timeout_s=settings.connect_timeout_s, tunnel=tunnel, original=destination
+                )
+            )
+        except (_ResolveError, ValueError) as exc:
             return _finish(
                 host,
                 Judgement(
                     Verdict.UNREACHABLE,
-                    f"ssh could not resolve {destination!r} from its config: {_mask(str(exc))}",
+                    f"ssh could not resolve {destination!r} from its config: {mask(str(exc))}",
                     fix_for(Cause.SSH_CONFIG_INVALID),
                     Cause.SSH_CONFIG_INVALID,
                 ),
                 None,
                 started,
             )
-        except (OSError, _asyncssh().Error) as exc:  # TimeoutError is an OSError
+        except (OSError, asyncssh_module().Error) as exc:  # TimeoutError is an OSError
             target = check.resolved if check is not None else resolved
             judgement = judge_connect_error(
                 exc,
@@ -449,45 +331,57 @@ async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSet
             )
             return _finish(host, judgement, None, started)
         try:
-            result = await conn.run(
-                PROBE_COMMAND,
-                input=script.encode("utf-8", "surrogateescape"),
-                encoding=None,
-                check=False,
-                timeout=settings.command_timeout_s,
+            read = await read_report(
+                conn, PROBE_COMMAND, script.encode("utf-8", "surrogateescape"), settings.command_timeout_s
             )
-            out, err = result.stdout or b"", result.stderr or b""
-            status = result.exit_status
-        except asyncssh.TimeoutError as exc:
-            out, err, status = exc.stdout or b"", exc.stderr or b"", None
         except (OSError, asyncssh.Error) as exc:
             return _finish(
                 host,
                 Judgement(
                     Verdict.PROBE_FAILED,
-                    f"logged in, but the probe's channel failed: {type(exc).__name__}: {_mask(str(exc))}",
+                    f"logged in, but the probe's channel failed: {type(exc).__name__}: {mask(str(exc))}",
                     fix_for(Cause.PROBE_INCOMPLETE),
                     Cause.PROBE_INCOMPLETE,
                 ),
                 None,
                 started,
             )
-    text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
-    err_text = err.decode(errors="replace") if isinstance(err, bytes) else str(err)
+    judgement, report = _judge_read(read, host, agent, workspace, settings)
+    return _finish(host, judgement, report, started)
+
+
+def _check(resolved: ResolvedSsh, settings: ProbeSettings) -> HostKeyCheck:
+    return key_check(resolved, requested=settings.host_key_policy, known_hosts=settings.known_hosts)
+
+
+def _judge_read(
+    read: ChannelRead, host: Host, agent: str, workspace: str, settings: ProbeSettings
+) -> tuple[Judgement, ProbeReport | None]:
+    if read.ending == "overflow":
+        return Judgement(
+            Verdict.PROBE_FAILED,
+            f"the probe's report ran past {REPORT_KEPT // 1024} KiB without its end line (something on the host "
+            f"writes into it); stopped reading: {mask(read.text[-200:])}",
+            fix_for(Cause.PROBE_INCOMPLETE),
+            Cause.PROBE_INCOMPLETE,
+        ), None
     try:
-        report = parse_report(text)
+        report = parse_report(read.text)
     except ProbeReportError as exc:
-        judgement = judge_probe_error(exc, _mask(err_text))
-        if status is None:
-            judgement = Judgement(
-                judgement.verdict,
-                f"the probe did not finish within {settings.command_timeout_s:g} s; {judgement.message}",
-                judgement.fix,
-                judgement.cause,
-            )
-        return _finish(host, judgement, None, started)
+        judgement = judge_probe_error(exc, mask(read.stderr_tail))
+        lead = ""
+        if read.ending == "timeout":
+            lead = f"the probe did not finish within {settings.command_timeout_s:g} s"
+            if read.before > REPORT_KEPT:
+                lead += f" (the login printed {_size(read.before)} before it)"
+            lead += "; "
+        return Judgement(judgement.verdict, lead + judgement.message, judgement.fix, judgement.cause), None
     capacity = host.capacity if settings.slot_prefix else None
-    return _finish(host, judge_report(report, agent, workspace, capacity=capacity), report, started)
+    return judge_report(report, agent, workspace, capacity=capacity), report
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.0f} MiB" if count >= 2**20 else f"{count // 1024} KiB"
 
 
 async def probe_hosts(

@@ -1,0 +1,258 @@
+"""Connecting a probe: asyncssh given what ``ssh -G`` resolved, the host-key decision, and the
+verdict for a connection that failed before login.
+
+asyncssh gets every option explicitly and no config file (:mod:`hostinv.sshopts` says why). It
+logs in with keys only (the files ssh would offer and, unless ``IdentitiesOnly``, the ssh-agent;
+encrypted keys it cannot open are skipped, never asked about), forwards no agent, and runs a
+``ProxyCommand`` as ssh runs it (its tokens expanded, by the user's shell). Host keys follow the
+policy ssh's configuration sets for the host, tightened by the caller's, never loosened
+(:mod:`.host_keys`): asyncssh trusts the keys the known_hosts files hold for the host, and a key
+they do not hold is decided by :class:`~.host_keys.HostKeyCheck`.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from ..causes import Cause, fix_for, ssh_words
+from ..sshopts import ResolvedSsh, existing, expand_proxy_command, probe_ciphers
+from .host_keys import HostKeyCheck, Policy, effective_policy, parsed_known_hosts
+from .verdicts import Judgement, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["asyncssh_module", "connect", "judge_connect_error", "key_check", "mask"]
+
+
+def mask(text: str, limit: int = 300) -> str:
+    text = "".join(c if c.isprintable() or c == " " else " " for c in text.replace("\n", " | "))
+    return text.strip()[-limit:]
+
+
+def judge_connect_error(
+    exc: BaseException,
+    *,
+    destination: str,
+    address: str,
+    port: int,
+    connect_timeout_s: float,
+    key_check: HostKeyCheck | None = None,
+    via: str | None = None,
+) -> Judgement:
+    """The verdict for an exception raised before login (resolving, connecting, host key,
+    authentication). Pure: ``exc`` is asyncssh's, an ``OSError`` or a timeout. ``via``: the jump
+    host the connection went through, if any."""
+    at = f"{address}:{port}" + (f" (through the jump host {via})" if via else "")
+    name = type(exc).__name__
+    if key_check is not None and key_check.outcome == "changed":
+        return Judgement(
+            Verdict.HOST_KEY_CHANGED,
+            f"{destination} ({key_check.resolved.known_hosts_name}) offered a host key other than the one "
+            f"{key_check.found_in} holds for it: a reinstalled host, or someone in between; refused",
+            fix_for(
+                Cause.HOST_KEY_CHANGED,
+                known_hosts=key_check.found_in or (key_check.read_files[0] if key_check.read_files else None),
+                key_name=key_check.resolved.known_hosts_name,
+            ),
+            Cause.HOST_KEY_CHANGED,
+        )
+    if key_check is not None and key_check.outcome == "unknown":
+        return Judgement(
+            Verdict.HOST_KEY_UNKNOWN,
+            f"{destination} ({key_check.resolved.known_hosts_name}) offered a key no known_hosts file holds, "
+            f"and {key_check.refusal or key_check.because or 'the host key policy refuses a new key'}: refused, "
+            "nothing written",
+            fix_for(
+                Cause.HOST_KEY_UNKNOWN,
+                ssh_target=ssh_words(_bare(destination), port if port != 22 else None),
+                known_hosts=key_check.write_file,
+            ),
+            Cause.HOST_KEY_UNKNOWN,
+        )
+    if name == "HostKeyNotVerifiable":
+        if "revoked" in str(exc):
+            return Judgement(
+                Verdict.HOST_KEY_CHANGED,
+                f"{destination} offered a revoked host key: {exc}",
+                fix_for(Cause.HOST_KEY_CHANGED),
+                Cause.HOST_KEY_CHANGED,
+            )
+        return Judgement(
+            Verdict.HOST_KEY_UNKNOWN,
+            f"{destination}: {exc}",
+            fix_for(Cause.HOST_KEY_UNKNOWN, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
+            Cause.HOST_KEY_UNKNOWN,
+        )
+    if name == "PermissionDenied":
+        return Judgement(
+            Verdict.AUTH_FAILED,
+            f"sshd on {at} refused every key offered for the user (keys only, never a password; encrypted "
+            "keys are used only through ssh-agent)",
+            fix_for(Cause.AUTH_FAILED, ssh_target=ssh_words(_bare(destination), port if port != 22 else None)),
+            Cause.AUTH_FAILED,
+        )
+    if isinstance(exc, socket.gaierror):
+        return Judgement(
+            Verdict.UNREACHABLE,
+            f"the name {address!r} did not resolve ({exc.strerror or exc})",
+            fix_for(Cause.NAME_UNRESOLVED),
+            Cause.NAME_UNRESOLVED,
+        )
+    if name == "ChannelOpenError":
+        return Judgement(
+            Verdict.UNREACHABLE,
+            f"the jump host could not open a connection to {at}: {exc}",
+            "check that the host is up and that the jump host can reach it (its name resolves there)",
+        )
+    if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
+        return Judgement(
+            Verdict.UNREACHABLE,
+            f"{at} refused the connection: nothing listens on that port",
+            fix_for(Cause.CONNECT_REFUSED),
+            Cause.CONNECT_REFUSED,
+        )
+    if isinstance(exc, TimeoutError) or name in {"TimeoutError", "CancelledError"}:
+        return Judgement(
+            Verdict.UNREACHABLE,
+            f"{at} did not answer (connect and login within {connect_timeout_s:g} s)",
+            fix_for(Cause.CONNECT_TIMEOUT),
+            Cause.CONNECT_TIMEOUT,
+        )
+    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
+        return Judgement(
+            Verdict.UNREACHABLE, f"{at} is unreachable: {exc.strerror}", "check the network route to the host"
+        )
+    if name in {"ConnectionLost", "DisconnectError", "ConnectionResetError", "BrokenPipeError"} or isinstance(
+        exc, OSError
+    ):
+        detail = str(exc) or name
+        return Judgement(
+            Verdict.UNREACHABLE,
+            f"the connection to {at} closed before login ({detail}); sshd may be refusing new connections "
+            "(MaxStartups, a ban) or the link dropped",
+            fix_for(Cause.CONNECT_FAILED),
+            Cause.CONNECT_FAILED,
+        )
+    return Judgement(
+        Verdict.UNREACHABLE,
+        f"connecting to {at} failed: {name}: {exc}",
+        fix_for(Cause.CONNECT_FAILED),
+        Cause.CONNECT_FAILED,
+    )
+
+
+def _bare(destination: str) -> str:
+    """``user@host`` of a destination that may end in ``:port`` (the port goes to ``-p``)."""
+    head, colon, tail = destination.rpartition(":")
+    return head if colon and tail.isdigit() and "]" not in tail else destination
+
+
+def asyncssh_module() -> Any:
+    import asyncssh
+
+    return asyncssh
+
+
+_CLIENT_CLASS: Any = None
+
+
+def _client_factory(check: HostKeyCheck) -> Callable[[], Any]:
+    global _CLIENT_CLASS
+    asyncssh = asyncssh_module()
+    if _CLIENT_CLASS is None:
+
+        class _Client(asyncssh.SSHClient):  # type: ignore[misc, name-defined]
+            def __init__(self, check: HostKeyCheck) -> None:
+                self._check = check
+
+            def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
+                check = self._check
+                port_arg = None if check.resolved.host_key_alias else check.resolved.port
+                lookup = check.resolved.host_key_alias or check.resolved.hostname
+
+                def holds_key(path: str) -> bool:
+                    try:
+                        found = asyncssh.match_known_hosts(path, lookup, addr, port_arg)
+                    except (OSError, ValueError, asyncssh.Error):
+                        return False
+                    return bool(found[0] or found[1])
+
+                return check.decide(addr, key.algorithm.decode(), base64.b64encode(key.public_data).decode(), holds_key)
+
+        _CLIENT_CLASS = _Client
+    client_class = _CLIENT_CLASS
+    return lambda: client_class(check)
+
+
+def key_check(resolved: ResolvedSsh, *, requested: Policy, known_hosts: str | None) -> HostKeyCheck:
+    """The host-key decision for one connection: the files ssh reads (``known_hosts``, when
+    given, in place of ``UserKnownHostsFile``) and the policy :func:`effective_policy` gives."""
+    user_files = (os.path.expanduser(known_hosts),) if known_hosts else resolved.user_known_hosts
+    policy, because = effective_policy(resolved.host_key_policy, requested)
+    return HostKeyCheck(
+        resolved=resolved,
+        policy=policy,
+        read_files=tuple(existing([*user_files, *resolved.global_known_hosts])),
+        write_file=user_files[0] if user_files else None,
+        because=because,
+    )
+
+
+async def connect(
+    resolved: ResolvedSsh, check: HostKeyCheck, *, timeout_s: float, tunnel: Any = None, original: str = ""
+) -> Any:
+    """An asyncssh connection to ``resolved`` (through ``tunnel``, a connection to the last jump
+    host, or else its ``ProxyCommand``), logged in. ``original``: the name as given, ``%n`` in a
+    ProxyCommand.
+
+    :raises OSError, asyncssh.Error: as asyncssh raises them (see :func:`judge_connect_error`).
+    :raises ValueError: a ProxyCommand ssh would refuse (an unknown ``%`` token).
+    """
+    asyncssh = asyncssh_module()
+    keys = existing(resolved.identity_files)
+    proxy: Any = ()
+    if tunnel is None and resolved.proxy_command:
+        proxy = expand_proxy_command(
+            resolved.proxy_command,
+            hostname=resolved.hostname,
+            port=resolved.port,
+            user=resolved.user,
+            original=original or resolved.hostname,
+        )
+    return await asyncssh.connect(
+        resolved.hostname,
+        resolved.port,
+        tunnel=tunnel if tunnel is not None else (),
+        proxy_command=proxy,
+        username=resolved.user,
+        config=None,  # resolved by ssh -G already; asyncssh would read ~/.ssh/config again
+        client_factory=_client_factory(check),
+        # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
+        known_hosts=parsed_known_hosts(check.read_files, asyncssh.read_known_hosts)
+        if check.read_files
+        else asyncssh.import_known_hosts(""),
+        host_key_alias=resolved.host_key_alias,
+        client_keys=keys,
+        ignore_encrypted=True,
+        agent_path=None if resolved.identities_only else (),
+        agent_forwarding=False,
+        password=None,
+        password_auth=False,
+        kbdint_auth=False,
+        gss_host=None,
+        connect_timeout=timeout_s,
+        login_timeout=timeout_s,
+        keepalive_interval=0,
+        encryption_algs=probe_ciphers(resolved.ciphers, _supported_ciphers()) or (),
+    )
+
+
+def _supported_ciphers() -> list[str]:
+    from asyncssh.encryption import get_encryption_algs
+
+    return [alg.decode() for alg in get_encryption_algs()]
