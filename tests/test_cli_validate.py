@@ -90,7 +90,7 @@ def test_a_workflow_md_drives_run_and_its_body_is_the_prompt(workspace: str, tmp
     done = cli("run", "--config", str(workflow), "--workspace", workspace)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Say hello from the workflow\n"
-    warnings = [f.text for f in check_file(str(workflow)).warnings]
+    warnings = [f.logged for f in check_file(str(workflow)).warnings]
     assert len(warnings) == 2  # the effort key and the scheduler's block
     for text in warnings:
         assert f"warning: {text}" in done.stderr.splitlines()
@@ -154,7 +154,7 @@ def test_check_host_takes_agent_and_hosts_from_the_workflow(isolated: dict[str, 
     (obj,) = [json.loads(line) for line in done.stdout.splitlines()]
     assert obj["host"] == target and obj["verdict"] == "unreachable"
     for finding in check_file(str(workflow)).warnings:  # launched over ssh: the usage advisories
-        assert f"warning: {finding.text}" in done.stderr.splitlines()
+        assert f"warning: {finding.logged}" in done.stderr.splitlines()
 
 
 def test_check_host_with_a_workflow_with_errors_exits_2(isolated: dict[str, str], tmp_path: Path) -> None:
@@ -203,3 +203,21 @@ def test_yaml_that_the_constructors_refuse_is_a_syntax_finding_not_a_traceback(
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert "[yaml.syntax]" in done.stdout and reason in done.stdout
+
+
+def test_a_workflows_warnings_are_logged_once_labelled(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    workflow = tmp_path / "WORKFLOW.md"
+    workflow.write_text("---\nagent:\n  command: 'true'\nworker:\n  ssh_hosts: [nowhere.invalid]\n---\nhi\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "remote_acp.cli.main", "run", "--config", str(workflow), "--workspace", "/tmp"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    warned = [line for line in done.stderr.splitlines() if "[agent.kind." in line]
+    assert warned and all(line.startswith(f"warning: {workflow}:2: agent.kind: ") for line in warned), warned
+    assert not any(": warning: " in line for line in warned)

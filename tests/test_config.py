@@ -130,7 +130,7 @@ def test_the_loader_reports_each_code(case: Case, tmp_path: Path, caplog: pytest
     else:
         with caplog.at_level(logging.WARNING, logger="remote_acp.config"):
             workflow = load_workflow(source)
-        assert finding.text in [r.getMessage() for r in caplog.records if r.name == "remote_acp.config"]
+        assert finding.logged in [r.getMessage() for r in caplog.records if r.name == "remote_acp.config"]
         assert finding in workflow.warnings
 
 

@@ -69,7 +69,7 @@ def load_workflow(path: str | os.PathLike[str]) -> Workflow:
     if checked.config is None:
         raise ConfigError(checked)
     for finding in checked.warnings:
-        log.warning(finding.text)
+        log.warning(finding.logged)
     return Workflow(
         path=checked.source,
         config=checked.config,

@@ -80,8 +80,20 @@ class Finding:
     def text(self) -> str:
         """``FILE:LINE: severity: key: message [code]``, the one rendering everywhere."""
         where = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{where}: {self.severity}: {self.unlabelled}"
+
+    @property
+    def unlabelled(self) -> str:
+        """``key: message [code]``: :attr:`text` without place and severity."""
         subject = f"{self.key}: " if self.key else ""
-        return f"{where}: {self.severity}: {subject}{self.message} [{self.code}]"
+        return f"{subject}{self.message} [{self.code}]"
+
+    @property
+    def logged(self) -> str:
+        """``FILE:LINE: key: message [code]``: :attr:`text` for a log record, whose level already
+        says the severity (``warning: FILE:LINE: ...``, not ``warning: FILE:LINE: warning: ...``)."""
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{where}: {self.unlabelled}"
 
     def to_json(self) -> dict[str, object]:
         return {
