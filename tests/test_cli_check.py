@@ -220,3 +220,12 @@ def test_check_host_and_run_select_from_an_ansible_inventory(env: dict[str, str]
     assert placed.returncode == 5, placed.stderr
     assert (final["error_kind"], final["cause"], final["retryable"]) == ("port_exit", "connect_refused", True)
     assert [h["host"] for h in final["placement"]["hosts"]] == ["web1"]
+
+
+def test_the_program_of_an_agent_command_comes_after_its_assignments() -> None:
+    from remote_acp.cli.check import agent_program
+
+    assert agent_program(["HOME=/x", "LANG=C", "copilot", "--acp"]) == "copilot"
+    assert agent_program(["copilot", "X=1"]) == "copilot"
+    assert agent_program(["./bin/a=b"]) == "./bin/a=b"  # a path with '=' is no assignment
+    assert agent_program(["1X=2", "q"]) == "1X=2"  # nor a name starting with a digit

@@ -207,7 +207,7 @@ def check_host(
     )
     request = _Request(
         hosts=hosts,
-        program=words[0],
+        program=agent_program(words),
         workspace=workspace,
         options=options,
         settings=settings,
@@ -365,6 +365,16 @@ async def _check(request: _Request) -> list[HostCheck]:
     finally:
         if progress is not None:
             progress.stop()
+
+
+def agent_program(words: Sequence[str]) -> str:
+    """The program a shell fragment runs (what the probe looks for on the host): its first word
+    after leading ``NAME=value`` assignments, as ``sh`` reads ``HOME=/x copilot --acp``."""
+    for word in words:
+        name, equals, _ = word.partition("=")
+        if not (equals and name and (name[0].isalpha() or name[0] == "_") and name.replace("_", "a").isalnum()):
+            return word
+    return words[-1]  # only assignments: nothing runs; the probe says it is not found
 
 
 def _quiet_session_warnings() -> None:
