@@ -20,8 +20,11 @@ all are placed, then all closed), interleaved:
 - **pool, cold**: the same with a new pool, its first probe of every host timed with it.
 
 For each: wall time of the round, the controller's CPU time (this process and every process it
-started: the ``ssh`` clients, the session supervisors and their launcher; the hosts' side is
-not counted), and logins per session (``Accepted publickey`` lines in the hosts' sshd logs).
+started: the ``ssh`` clients, the session supervisors and their launcher), the hosts' CPU time
+(the sshd listeners and everything forked under them: logins, session scripts, probes, agents),
+each counted by a control group of its own (:mod:`benchmarks._cpu_groups`: a re-parented login
+shell stays the hosts', a supervisor the kernel reaped stays the controller's), and logins per
+session (``Accepted publickey`` lines in the hosts' sshd logs).
 Targets (DESIGN section 5): the warm pool costs one login per session, and is no slower and no
 costlier in controller CPU than the loop.
 """
@@ -43,6 +46,8 @@ import anyio
 from remote_acp.targets.ssh_script import SLOT_DIR_PREFIX
 
 from ._common import Check, Summary, Table, benchmark_process, fmt_s, median, section
+from ._cpu_groups import cpu_groups
+from ._fleet_lab import AGENT_WRAPPER, SYSTEM_PYTHON, missing_prerequisites
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator
@@ -53,24 +58,20 @@ if TYPE_CHECKING:
     from remote_acp.fleet.pool import HostPool
     from remote_acp.targets.ssh import SshSettings
 
-SSHD = "/usr/sbin/sshd"
-SYSTEM_PYTHON = "/usr/bin/python3"
-"""Runs the throwaway users' agent: this interpreter may sit where they cannot reach."""
+    from ._cpu_groups import CpuGroup
+
 ROUND_TIMEOUT_S = 300.0
 SETTLE_S = 30.0
 BY_HAND = "by hand (host_target, take_slot)"
 WARM = "HostPool, warm"
 COLD = "HostPool, cold (its probe timed)"
-AGENT_WRAPPER = """#!/bin/sh
-case "$1" in --version) echo "scripted-agent 1.0.0"; exit 0 ;; esac
-PYTHONPATH={repo} exec {python} -m remote_acp.testing.scripted_agent "$@"
-"""
 
 
 @dataclass(slots=True)
 class Sample:
     wall_s: float
     cpu_s: float
+    host_cpu_s: float
     logins: int
     failed: int
 
@@ -84,6 +85,8 @@ class Fleet:
     agent: str
     workspace: str
     capacity: int
+    controller: CpuGroup
+    on_hosts: CpuGroup
     samples: dict[str, list[Sample]] = field(default_factory=dict)
 
     @property
@@ -118,37 +121,6 @@ class Fleet:
         deadline = time.monotonic() + SETTLE_S
         while any(h.session_processes() for h in self.lab.hosts) and time.monotonic() < deadline:
             time.sleep(0.05)
-
-
-# --------------------------------------------------------------------------- CPU of the controller
-
-
-def _stat_cpu(pid: int | str) -> tuple[int, float]:
-    """(parent pid, CPU seconds of the process and its reaped children) from ``/proc``."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return int(fields[1]), sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def controller_cpu_s(hosts: frozenset[int]) -> float:
-    """CPU seconds of this process and every descendant, alive or reaped (the launcher lives
-    across rounds: its own and its reaped supervisors' time is read from it), less the subtrees
-    of the ``hosts`` (the lab's sshd listeners, started here: the hosts' side)."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(entry)], cpu[int(entry)] = _stat_cpu(entry)
-    me = os.getpid()
-    total = 0.0
-    for pid, seconds in cpu.items():
-        at, hops = pid, 0
-        while at not in (0, 1, me) and at not in hosts and hops < 64:
-            at, hops = parents.get(at, 0), hops + 1
-        if at == me:  # this process or a descendant, not through a host's sshd
-            total += seconds
-    return total
 
 
 # --------------------------------------------------------------------------- the contenders
@@ -231,16 +203,16 @@ async def measure_round(fleet: Fleet, name: str, sessions: int) -> Sample:
     if name == WARM:
         assert pool is not None
         await pool.rank(fleet.agent, fleet.workspace)  # not timed: the pool is warm
-    listeners = frozenset(h.process.pid for h in fleet.lab.hosts if h.process is not None)
-    logins, cpu, started = fleet.logins(), controller_cpu_s(listeners), time.perf_counter()
+    logins, cpu, host_cpu = fleet.logins(), fleet.controller.usage_s(), fleet.on_hosts.usage_s()
+    started = time.perf_counter()
     if pool is None:
         failed = await place_all(sessions, by_hand(fleet))
     else:
         failed = await place_all(sessions, with_pool(fleet, pool))
     wall = time.perf_counter() - started
-    cpu = controller_cpu_s(listeners) - cpu
-    await anyio.to_thread.run_sync(fleet.settle)
-    return Sample(wall, cpu, fleet.logins() - logins, failed)
+    cpu = fleet.controller.usage_s() - cpu
+    await anyio.to_thread.run_sync(fleet.settle)  # the hosts' teardown is theirs: counted once it ended
+    return Sample(wall, cpu, fleet.on_hosts.usage_s() - host_cpu, fleet.logins() - logins, failed)
 
 
 async def measure(fleet: Fleet, args: argparse.Namespace) -> None:
@@ -250,7 +222,8 @@ async def measure(fleet: Fleet, args: argparse.Namespace) -> None:
             sample = await measure_round(fleet, name, args.sessions)
             label = "warm-up" if round_no < args.warmup else f"round {round_no - args.warmup + 1}"
             print(
-                f"{label}: {name}: {fmt_s(sample.wall_s)} wall, {fmt_s(sample.cpu_s)} CPU, "
+                f"{label}: {name}: {fmt_s(sample.wall_s)} wall, {fmt_s(sample.cpu_s)} controller CPU, "
+                f"{fmt_s(sample.host_cpu_s)} on the hosts, "
                 f"{sample.logins} logins, {sample.failed} failed",
                 flush=True,
             )
@@ -265,10 +238,22 @@ def report(fleet: Fleet, args: argparse.Namespace, summary: Summary) -> None:
     section(f"placing {args.sessions} sessions at once on {len(fleet.users)} hosts (capacity {args.capacity})")
     base = fleet.samples[BY_HAND]
     base_wall, base_cpu = median([s.wall_s for s in base]), median([s.cpu_s for s in base])
-    table = Table("contender", "wall", "wall / by hand", "controller CPU", "CPU / by hand", "logins/session", "failed")
+    base_hosts = median([s.host_cpu_s for s in base])
+    table = Table(
+        "contender",
+        "wall",
+        "wall / by hand",
+        "controller CPU",
+        "CPU / by hand",
+        "hosts' CPU",
+        "/ by hand",
+        "logins/session",
+        "failed",
+    )
     figures: dict[str, tuple[float, float, float]] = {}
     for name, samples in fleet.samples.items():
         wall, cpu = median([s.wall_s for s in samples]), median([s.cpu_s for s in samples])
+        hosts = median([s.host_cpu_s for s in samples])
         per_session = median([s.logins / args.sessions for s in samples])
         figures[name] = (wall / base_wall, cpu / base_cpu, per_session)
         table.add(
@@ -277,11 +262,16 @@ def report(fleet: Fleet, args: argparse.Namespace, summary: Summary) -> None:
             f"{wall / base_wall:.2f}x",
             fmt_s(cpu),
             f"{cpu / base_cpu:.2f}x",
+            fmt_s(hosts),
+            f"{hosts / base_hosts:.2f}x",
             f"{per_session:.2f}",
             str(sum(s.failed for s in samples)),
         )
     table.print()
-    print(f"medians of {args.runs} rounds; CPU: this process and every process it started")
+    print(
+        f"medians of {args.runs} rounds; controller CPU: this process and every process it started; "
+        "hosts' CPU: the sshd listeners and all they started (control groups)"
+    )
     wall_ratio, cpu_ratio, logins = figures[WARM]
     note = f"{args.sessions} sessions, {len(fleet.users)} hosts"
     summary.add(Check("warm pool: logins per placed session", logins, 1.0, "x", note=note))
@@ -299,11 +289,19 @@ def lab_fleet(root: Path, hosts: int, capacity: int) -> Iterator[Fleet]:
     from integration.sshlab import SshLab
     from integration.users import agent_pythonpath, throwaway_user
 
+    stack_groups = contextlib.ExitStack()
     (root / "lab").mkdir()
     lab = SshLab(root / "lab")
     shared = root / "shared"
     try:
         lab.start(hosts, namespaced=False, max_startups="1000:30:2000")
+        groups = stack_groups.enter_context(cpu_groups("controller", "hosts"))
+        if groups is None:
+            raise RuntimeError("no control group could be made to count CPU time (cgroup v2 or v1 cpuacct)")
+        for host in lab.hosts:
+            assert host.process is not None
+            groups["hosts"].add(host.process.pid)
+        groups["controller"].add(os.getpid())
         shared.mkdir()
         for path in (root, shared):
             path.chmod(0o755)
@@ -318,9 +316,10 @@ def lab_fleet(root: Path, hosts: int, capacity: int) -> Iterator[Fleet]:
             users = [stack.enter_context(throwaway_user(public, shell="/bin/bash")) for _ in range(hosts)]
             for user in users:  # the sessions' agent slots: one directory per user on the host
                 stack.callback(shutil.rmtree, f"{SLOT_DIR_PREFIX}{user.uid}", True)
-            yield Fleet(lab, users, str(agent), str(workspace), capacity)
+            yield Fleet(lab, users, str(agent), str(workspace), capacity, groups["controller"], groups["hosts"])
     finally:
         lab.stop()
+        stack_groups.close()
 
 
 def main() -> None:
@@ -336,16 +335,7 @@ def main() -> None:
         parser.error("more sessions than the fleet has slots")
     summary = Summary("placement")
     with benchmark_process(summary, args.summary_file):
-        missing = [
-            what
-            for what, absent in (
-                ("root (the lab's sshd)", os.geteuid() != 0),
-                (SSHD, not os.path.exists(SSHD)),
-                ("ssh on PATH", shutil.which("ssh") is None),
-                (SYSTEM_PYTHON, not os.path.exists(SYSTEM_PYTHON)),
-            )
-            if absent
-        ]
+        missing = missing_prerequisites()
         if missing:
             print(f"skipped: this benchmark needs {', '.join(missing)}")
             return
