@@ -17,10 +17,11 @@ import pytest
 from hostinv import Host
 from hostinv.causes import Cause
 from hostinv.probes import ProbeSettings, Verdict, probe_host
-from integration.sshlab import SshLab
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from integration.sshlab import SshLab
 
 pytestmark = pytest.mark.anyio
 
@@ -114,9 +115,7 @@ async def test_a_config_that_accepts_new_keys_gets_the_key_written(ssh_lab: SshL
     assert real_ssh(config, "lab1").returncode == 0
 
 
-async def test_a_jump_host_the_config_is_strict_for_is_refused_and_not_written(
-    ssh_lab: SshLab, tmp_path: Path
-) -> None:
+async def test_a_jump_host_the_config_is_strict_for_is_refused_and_not_written(ssh_lab: SshLab, tmp_path: Path) -> None:
     # lab1 is known, the jump host lab2 is not, and the config is strict for the jump host only.
     lab1 = ssh_lab.host("lab1")
     head = "Host lab2\n  StrictHostKeyChecking yes\nHost lab1\n  ProxyJump lab2\n"
