@@ -139,6 +139,8 @@ async def test_each_host_gets_its_verdict_message_and_fix(fleet: Fleet) -> None:
     assert refused["error_kind"] == "credential_unverified"
     assert (refused["cause"], refused["retryable"]) == ("credential_refused", False)
     assert refused["fix"] == CAUSES[Cause.CREDENTIAL_REFUSED].fix
+    # initialize answered before session/new refused: the row names the agent and its version
+    assert (refused["agent_name"], refused["agent_version"]) == ("scripted-agent", "1.0.0")
 
     down = hosts["down"]
     assert down["verdict"] == "unreachable", down

@@ -145,7 +145,8 @@ class ErrorFacts:
 
     Text fields are masked by whoever set them (they may hold what an agent or a host wrote) and
     bounded (:data:`MAX_FACT_CHARS`). ``rpc_data``: the JSON-RPC error's ``data``, as compact
-    JSON. ``attempts``: for a placement, every host it tried, in order.
+    JSON. ``agent_name`` and ``agent_version``: what the agent said of itself in ``initialize``,
+    when the failure came after it. ``attempts``: for a placement, every host it tried, in order.
     """
 
     host: str | None = None
@@ -162,6 +163,8 @@ class ErrorFacts:
     ssh_target: str | None = None
     workspace: str | None = None
     bound_ms: int | None = None
+    agent_name: str | None = None
+    agent_version: str | None = None
     attempts: tuple[PlacementAttempt, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:

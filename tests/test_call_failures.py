@@ -262,3 +262,15 @@ async def test_verification_says_whether_session_new_proved_the_credential(works
     # An agent that lists no auth methods may still refuse at its first prompt, as Claude's does.
     assert (silent.auth_methods, silent.conclusive) == ((), False)
     assert (asking.auth_methods, asking.conclusive) == (("copilot-login",), True)
+
+
+async def test_a_failure_after_initialize_names_the_agent_it_answered_as(workspace: str) -> None:
+    command = scripted("--name", "copilot", "--agent-version", "1.2.3", "--new-error", "-32000")
+    with anyio.fail_after(30), pytest.raises(RemoteAcpError) as info:
+        await verify_credentials(workspace, fast_options(command))
+    err = info.value
+    assert (err.kind, err.cause) == (ErrorKind.CREDENTIAL_UNVERIFIED, Cause.CREDENTIAL_REFUSED)
+    assert (err.facts.agent_name, err.facts.agent_version) == ("copilot", "1.2.3")
+    with anyio.fail_after(30), pytest.raises(RemoteAcpError) as before:
+        await verify_credentials(workspace, fast_options(scripted("--crash-at", "initialize")))
+    assert before.value.facts.agent_name is None  # it never said who it was

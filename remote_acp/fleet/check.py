@@ -250,6 +250,11 @@ async def _check_host(
                 report=found.report if found is not None else base.report,
                 error_kind=kind,
                 cause=judged.why,
+                # initialize answered before the failure (a credential refused at session/new):
+                # the agent's name and version are known, and shown.
+                handshake=HandshakeFacts(exc.facts.agent_name, exc.facts.agent_version or "")
+                if exc.facts.agent_name is not None
+                else None,
             ),
             found,
         )

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from ..options import SessionOptions
-    from ..protocol.wire import InitializeResult
+    from ..protocol.wire import AgentInfo, InitializeResult
     from ..targets.launch import LaunchTarget
     from .filesystem import FileAccess
 
@@ -120,6 +120,7 @@ class Session:
         self._inbox = Inbox(self._normalizer, self.log, self._poke)
         self._close_method: str | None = None
         self._auth_hint = ""  # the agent's login instructions, for a credential refused mid-session
+        self._agent: AgentInfo | None = None  # what initialize said of the agent, once it answered
         self._info: SessionInfo | None = None
         self._wake = anyio.Event()
         self._supervisor_scope: anyio.CancelScope | None = None
@@ -267,7 +268,7 @@ class Session:
         hs.mcp_servers = rendered.servers
         for why in rendered.withheld:
             self.capabilities.lower(Capability.TOOL_SERVERS, why)
-        agent = init.agent_info
+        agent = self._agent = init.agent_info
         if agent is None:
             self.capabilities.lower(Capability.AGENT_VERSION, "initialize carried no agentInfo")
         if route_for(init) is None:
@@ -697,11 +698,26 @@ async def start_session(
             # The tail was masked as it was kept (teardown has unregistered the secrets since).
             for line in session._process.stderr_tail.lines():
                 session.log.warning("agent stderr: %s", line)
-        if isinstance(exc, RemoteAcpError) and exc.facts.destination is None and session._target.remote:
-            # Whatever failed (the agent's answer, its exit), the host it failed on is a fact.
-            raise exc.with_facts(destination=session._target.label) from exc.__cause__
+        if isinstance(exc, RemoteAcpError):
+            known = _start_facts(session, exc)
+            if known:
+                raise exc.with_facts(**known) from exc.__cause__
         raise
     return session
+
+
+def _start_facts(session: Session, error: RemoteAcpError) -> dict[str, str]:
+    """What the start knew that ``error`` does not say: the host it failed on (whatever failed),
+    and the agent's name and version once ``initialize`` answered."""
+    known: dict[str, str] = {}
+    if error.facts.destination is None and session._target.remote:
+        known["destination"] = session._target.label
+    agent = session._agent
+    if agent is not None and error.facts.agent_name is None:
+        known["agent_name"] = agent.name
+        if agent.version:
+            known["agent_version"] = agent.version
+    return known
 
 
 @asynccontextmanager
