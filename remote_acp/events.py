@@ -121,7 +121,7 @@ class TokenUsage(Event):
     """One turn's spend, read by a measurement source from the runtime's own records (never from
     ``usage_update``, never from a vendor figure on the prompt result). At most one per turn,
     before its terminal event; a session no source measures emits none ("not measured", not 0).
-    See "Token accounting" in the README for what counts."""
+    See "Token accounting" in docs/library.md for what counts."""
 
     type: ClassVar[str] = "token_usage"
     model: str

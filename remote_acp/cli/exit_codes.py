@@ -1,4 +1,4 @@
-"""Exit statuses of ``remote-acp``, one per class of failure (documented in the README).
+"""Exit statuses of ``remote-acp``, one per class of failure (documented in docs/operators.md).
 
 The class follows from the error's kind, except where its cause says the kind misleads
 (:data:`EXIT_BY_CAUSE`: a stalled turn is the seeds' ``turn_cancelled``, yet retryable).

@@ -6,7 +6,7 @@ findings, ``run --config`` and ``check host --config`` run it before anything st
 same wherever it shows. It reads the text only: it builds no session and starts no process, and
 a path the file names is not opened here (a missing MCP file fails at session start).
 
-Codes (the README's "Workflows and configuration" lists each with its severity):
+Codes (docs/configuration.md lists each with its severity):
 ``file.unreadable``, ``workflow.front_matter.unterminated``, ``yaml.syntax``, ``yaml.not_mapping``,
 ``key.unknown``, ``key.ignored``, ``value.missing``, ``value.wrong_type``, ``value.out_of_range``,
 ``value.invalid``, ``agent.kind.unsupported``, ``agent.command.empty``,

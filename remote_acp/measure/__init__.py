@@ -1,6 +1,6 @@
 """Token accounting outside the protocol: measurement sources that read a runtime's own records.
 
-See :mod:`remote_acp.measure.session` for how a session uses them, and the README's "Token
+See :mod:`remote_acp.measure.session` for how a session uses them, and docs/library.md's "Token
 accounting" for the behaviour.
 """
 

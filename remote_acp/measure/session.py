@@ -1,6 +1,6 @@
 """A session's measurement: the claim, restart to settle, each turn's wait, the drop, the cleanup.
 
-Theory of operation (the README's "Token accounting"):
+Theory of operation (docs/library.md, "Token accounting"):
 
 - **Claim** (:meth:`Measurement.__init__`): when the remote rules allow a measurement
   (``rules_for(target.remote).measurement``), every source whose runtime ``agent.command`` names
