@@ -18,6 +18,7 @@ OpenSSH's, the one a session makes, so connection problems are read from ssh's o
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -63,17 +64,8 @@ class LoginProbe:
     result: HostProbe | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        from hostinv.probes import probe_script
-
-        self.script = probe_script(
-            self.agent,
-            self.workspace,
-            version_timeout_s=self.version_timeout_s,
-            login_timeout_s=self.login_timeout_s,
-            login_lookup=self.login_lookup,
-            version_lookup=False,  # the handshake's initialize names the version; one agent start, not two
-            slot_prefix=self.slot_prefix,
-        )
+        bounds = (self.version_timeout_s, self.login_timeout_s)
+        self.script = _script(self.agent, self.workspace, *bounds, self.login_lookup, self.slot_prefix)
         self.bound_ms = (self.version_timeout_s + self.login_timeout_s + PROBE_MARGIN_S) * 1000
 
     def admit(self, printed: bytes) -> RemoteAcpError | None:
@@ -107,3 +99,22 @@ class LoginProbe:
         )
         said = f"the host's probe found it not ready: {judgement.message}"
         return RemoteAcpError(kind, said, cause=judgement.why, facts=facts)
+
+
+@functools.lru_cache(maxsize=64)
+def _script(
+    agent: str, workspace: str, version_timeout_s: int, login_timeout_s: int, login_lookup: bool, slot_prefix: str
+) -> str:
+    """The probe's script: the same for every host and every placement of one agent and workspace,
+    so a pool placing many sessions (or a check of many hosts) writes it once, not per login."""
+    from hostinv.probes import probe_script
+
+    return probe_script(
+        agent,
+        workspace,
+        version_timeout_s=version_timeout_s,
+        login_timeout_s=login_timeout_s,
+        login_lookup=login_lookup,
+        version_lookup=False,  # the handshake's initialize names the version; one agent start, not two
+        slot_prefix=slot_prefix,
+    )
