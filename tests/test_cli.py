@@ -378,7 +378,7 @@ def test_session_history_with_undecodable_and_foreign_lines(workspace: str) -> N
     state_dir().mkdir(parents=True)
     good = {
         "session_id": "old-1",
-        "agent": "a",
+        "agent": AGENT,  # resume last takes this agent's sessions only
         "target": "local",
         "workspace": workspace,
         "when": "2020-01-01T00:00:00Z",

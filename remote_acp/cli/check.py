@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import click
 
 from .exit_codes import EXIT_INTERRUPTED
-from .inventory import _PATH, InventoryFileError
 from .jsonl import json_line
+from .local_files import PATH as _PATH
+from .local_files import InventoryFileError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -147,14 +148,14 @@ def check_host(
     from ..fleet import exit_status
     from ..options import SessionOptions as Options
     from ..targets.ssh_settings import SshSettings as Settings
-    from .inventory import _load, _notes
+    from .local_files import print_notes, read_inventory
     from .placement import load_merged
 
     workflow = None
     if config_file is not None:
-        from .main import _workflow
+        from .local_files import checked_workflow
 
-        workflow = _workflow(config_file)
+        workflow = checked_workflow(config_file)
         if agent is None:
             command = workflow.command
             agent = command if isinstance(command, str) else shlex.join(command)
@@ -185,12 +186,12 @@ def check_host(
         checked(cache_root())  # probes keep ssh -G's answers and their results there
     except RemoteAcpError as exc:
         raise InventoryFileError(str(exc)) from None
-    merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
+    merged = read_inventory(lambda: load_merged(inventory_file, ssh_config, ansible))
     try:
         hosts = hostinv.select(merged, selectors)
     except hostinv.HostinvError as exc:
         raise click.UsageError(str(exc)) from None
-    _notes(merged)
+    print_notes(merged)
     options = Options(command=agent, read_timeout_ms=handshake_timeout_ms, initialize_floor_ms=handshake_timeout_ms)
     policy = host_key_policy.lower() if host_key_policy else None
     if policy == "no":  # only a workflow can ask for it (the flag's choices lack it)
@@ -247,9 +248,9 @@ def _write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        from .inventory import _gone
+        from .local_files import output_gone
 
-        _gone()
+        output_gone()
     except OSError as exc:
         raise InventoryFileError(f"cannot write the output: {exc}") from None
 

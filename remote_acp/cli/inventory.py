@@ -10,29 +10,20 @@ existing file without ``--force``); 141 the output was closed.
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
-from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
+from .local_files import PATH as _PATH
+from .local_files import InventoryFileError, as_path, emit, output_gone, print_notes, read_inventory
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
     from hostinv import Inventory
 
 __all__ = ["inventory"]
-
-_PATH = click.Path(dir_okay=False)  # a str: pathlib would cost --version several milliseconds
-
-
-class InventoryFileError(click.ClickException):
-    """An inventory file cannot be read or written (exit status 10, as for the command's other local files)."""
-
-    exit_code = EXIT_LOCAL_IO
 
 
 def _inventory_option(f: click.decorators.FC) -> click.decorators.FC:
@@ -81,10 +72,10 @@ def list_hosts(
 
     import hostinv
 
-    merged = _load(
+    merged = read_inventory(
         lambda: hostinv.load_inventory(
-            _path(inventory_file),
-            ssh_config=_path(ssh_config),
+            as_path(inventory_file),
+            ssh_config=as_path(ssh_config),
             use_ssh_config=not no_ssh_config,
             ansible=[Path(a) for a in ansible],
         )
@@ -93,18 +84,18 @@ def list_hosts(
         hosts = hostinv.select(merged, selectors) if selectors else list(merged.hosts)
     except hostinv.HostinvError as exc:
         raise click.UsageError(str(exc)) from None
-    _notes(merged)
+    print_notes(merged)
     if as_json:
         from .jsonl import json_line
 
-        _emit("".join(json_line(h.to_json()) + "\n" for h in hosts))
+        emit("".join(json_line(h.to_json()) + "\n" for h in hosts))
         return
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     if not hosts:
-        _emit("no hosts in the inventory yet (see `remote-acp inventory import`)\n")
+        emit("no hosts in the inventory yet (see `remote-acp inventory import`)\n")
         return
     table = Table("host", "destination", "groups", "capacity", "labels", "from", box=None, pad_edge=False)
     for h in hosts:
@@ -117,7 +108,7 @@ def list_hosts(
         Console(width=None if sys.stdout.isatty() else 1000).print(table)
         sys.stdout.flush()
     except BrokenPipeError:
-        _gone()
+        output_gone()
 
 
 @inventory.group("import")
@@ -137,7 +128,7 @@ def import_ansible(source: str, inventory_file: str | None, force: bool) -> None
     import hostinv
 
     path = Path(source)
-    _write(_load(lambda: hostinv.load_ansible(path)), path, _path(inventory_file), force, "ansible")
+    _write(read_inventory(lambda: hostinv.load_ansible(path)), path, as_path(inventory_file), force, "ansible")
 
 
 @import_.command("ssh-config")
@@ -152,27 +143,7 @@ def import_ssh_config(source: str | None, inventory_file: str | None, force: boo
     import hostinv
 
     path = Path(source) if source is not None else Path.home() / ".ssh" / "config"
-    _write(_load(lambda: hostinv.load_ssh_config(path)), path, _path(inventory_file), force, "ssh-config")
-
-
-def _path(text: str | None) -> Path | None:
-    from pathlib import Path
-
-    return None if text is None else Path(text)
-
-
-def _load(read: Callable[[], Inventory]) -> Inventory:
-    """``read()``, its file errors as exit status 10 with the message naming file, line and key."""
-    import hostinv
-
-    from ..errors import RemoteAcpError
-
-    try:
-        return read()
-    except (hostinv.InventoryInvalid, hostinv.InventoryUnreadable) as exc:
-        raise InventoryFileError(str(exc)) from None
-    except RemoteAcpError as exc:  # where merged views are kept cannot be trusted
-        raise InventoryFileError(str(exc)) from None
+    _write(read_inventory(lambda: hostinv.load_ssh_config(path)), path, as_path(inventory_file), force, "ssh-config")
 
 
 def _write(found: Inventory, source: Path, inventory_file: Path | None, force: bool, kind: str) -> None:
@@ -181,32 +152,10 @@ def _write(found: Inventory, source: Path, inventory_file: Path | None, force: b
     target = inventory_file if inventory_file is not None else default_inventory_path()[0]
     if target.exists() and not force:
         raise InventoryFileError(f"{target} exists; pass --force to replace it, or --inventory FILE to write elsewhere")
-    _notes(found)
+    print_notes(found)
     header = f"remote-acp inventory, imported from {source} (remote-acp inventory import {kind})"
     try:
         write_text(target, dump_inventory_yaml(found, header=header))
     except OSError as exc:
         raise InventoryFileError(str(exc)) from None
-    _emit(f"wrote {len(found.hosts)} hosts to {target}\n")
-
-
-def _notes(found: Inventory) -> None:
-    for note in found.notes:
-        click.echo(f"note: {note}", err=True)
-
-
-def _emit(text: str) -> None:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _gone()
-
-
-def _gone() -> NoReturn:
-    """Whoever read the output went away (``| head``): exit 141 without another failing flush at exit."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-    sys.exit(EXIT_BROKEN_PIPE)
+    emit(f"wrote {len(found.hosts)} hosts to {target}\n")

@@ -241,9 +241,10 @@ def run(
 
     from ..options import SessionOptions
     from .history import HistoryError, SessionHistory
+    from .local_files import checked_workflow
     from .run import RunRequest, run_prompts
 
-    workflow = _workflow(config_file) if config_file is not None else None
+    workflow = checked_workflow(config_file) if config_file is not None else None
     if agent is None and workflow is None:
         raise click.UsageError("give the agent: --agent, or --config with a workflow file")
     if not prompts:
@@ -391,28 +392,16 @@ def _inventory_destination(name: str) -> str | None:
     return hosts[0].destination if hosts and len(hosts) == 1 else None
 
 
-def _workflow(path: str) -> Workflow:
-    """The checked workflow at ``path`` (its warnings logged); errors end the command, status 2."""
-    from ..config import ConfigError, load_workflow
-
-    if not os.path.exists(path):
-        raise click.UsageError(f"no workflow file {path!r}")
-    try:
-        return load_workflow(path)
-    except ConfigError as exc:
-        raise click.UsageError(f"the workflow file has errors (nothing was started):\n{exc}") from None
-
-
 def _selected(
     selectors: tuple[str, ...], inventory_file: str | None, ssh_config: str | None, ansible: tuple[str, ...]
 ) -> list[Host]:
     """The inventory hosts several selectors name together (a workflow's ``worker.ssh_hosts``)."""
     import hostinv
 
-    from .inventory import _load
+    from .local_files import read_inventory
     from .placement import load_merged
 
-    merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
+    merged = read_inventory(lambda: load_merged(inventory_file, ssh_config, ansible))
     try:
         return hostinv.select(merged, list(selectors))
     except hostinv.HostinvError as exc:

@@ -39,11 +39,11 @@ def fleet_hosts(
     """
     import os
 
-    from .inventory import _load, _path
+    from .local_files import as_path, read_inventory
 
     selection = is_selection(text)
     if not selection and ansible:  # a name of the Ansible inventory given: the merged view knows it
-        merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
+        merged = read_inventory(lambda: load_merged(inventory_file, ssh_config, ansible))
         found = merged.get(text)
         return None if found is None else [found]
     if not selection:
@@ -56,12 +56,14 @@ def fleet_hosts(
         import hostinv
 
         keep_in = _kept_inventories()
-        named = _load(lambda: hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, keep_in=keep_in))
+        named = read_inventory(
+            lambda: hostinv.load_inventory(as_path(inventory_file), use_ssh_config=False, keep_in=keep_in)
+        )
         found = named.get(text)
         return None if found is None else [found]
     import hostinv
 
-    merged = _load(lambda: load_merged(inventory_file, ssh_config, ansible))
+    merged = read_inventory(lambda: load_merged(inventory_file, ssh_config, ansible))
     try:
         return hostinv.select(merged, [text])
     except hostinv.HostinvError as exc:
@@ -74,12 +76,14 @@ def load_merged(inventory_file: str | None, ssh_config: str | None, ansible: Seq
     ``inventory`` while nothing it was read from changes."""
     import hostinv
 
-    from .inventory import _path
+    from .local_files import as_path
 
     keep_in = _kept_inventories()
     if ssh_config is not None and ssh_config.lower() == "none":
-        return hostinv.load_inventory(_path(inventory_file), use_ssh_config=False, ansible=ansible, keep_in=keep_in)
-    return hostinv.load_inventory(_path(inventory_file), ssh_config=_path(ssh_config), ansible=ansible, keep_in=keep_in)
+        return hostinv.load_inventory(as_path(inventory_file), use_ssh_config=False, ansible=ansible, keep_in=keep_in)
+    return hostinv.load_inventory(
+        as_path(inventory_file), ssh_config=as_path(ssh_config), ansible=ansible, keep_in=keep_in
+    )
 
 
 def _kept_inventories() -> Path:

@@ -57,9 +57,9 @@ def validate(file: str | None, as_json: bool) -> None:
             sys.stdout.write(f"{checked.source}: {summary}: {_count(errors, 'error')}, {_count(warnings, 'warning')}\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        from .inventory import _gone
+        from .local_files import output_gone
 
-        _gone()
+        output_gone()
     sys.exit(1 if errors else 0)
 
 
