@@ -43,11 +43,15 @@ def judge_connect_error(
     connect_timeout_s: float,
     key_check: HostKeyCheck | None = None,
     via: str | None = None,
+    proxy_command: str | None = None,
 ) -> Judgement:
     """The verdict for an exception raised before login (resolving, connecting, host key,
     authentication). Pure: ``exc`` is asyncssh's, an ``OSError`` or a timeout. ``via``: the jump
-    host the connection went through, if any."""
+    host the connection went through, if any; ``proxy_command``: the ProxyCommand it went through
+    (without a jump host), if any."""
     at = f"{address}:{port}" + (f" (through the jump host {via})" if via else "")
+    if proxy_command and not via:
+        at += f" (through the ProxyCommand {mask(proxy_command, 120)!r})"
     name = type(exc).__name__
     if key_check is not None and key_check.outcome == "changed":
         return Judgement(

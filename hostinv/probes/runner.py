@@ -328,6 +328,7 @@ async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSet
                 connect_timeout_s=settings.connect_timeout_s,
                 key_check=check,
                 via=via,
+                proxy_command=target.proxy_command if target else None,
             )
             return _finish(host, judgement, None, started)
         try:
