@@ -97,3 +97,14 @@ async def test_a_process_left_holding_the_output_does_not_hold_the_probe(ssh_lab
             result = await probe_host(Host(name="lab1", user=user.name), "sh", "", settings)
     assert result.verdict is Verdict.READY, result.message
     assert result.latency_s < 20, result.latency_s
+
+
+async def test_a_login_whose_last_words_end_without_a_newline_is_still_probed(ssh_lab: SshLab, homes: Path) -> None:
+    # The report's first line is then glued to those words; it is still the report.
+    key = ssh_lab.client_key.with_suffix(".pub")
+    dotfiles = {".bashrc": "printf 'Welcome to the build farm'\n"}
+    with throwaway_user(key, shell=SHELLS["bash"], base=homes, dotfiles=dotfiles) as user:
+        settings = ProbeSettings(ssh_config=str(ssh_lab.config), connect_timeout_s=15, command_timeout_s=30)
+        with anyio.fail_after(45):
+            result = await probe_host(Host(name="lab1", user=user.name), "sh", "", settings)
+    assert result.verdict is Verdict.READY, result.message

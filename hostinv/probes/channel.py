@@ -31,7 +31,7 @@ NOISE_KEPT: Final = 4096
 """The last bytes printed before the report kept, for the same message."""
 READ_SIZE: Final = 64 * 1024
 
-_LINE_START: Final = ("\n" + REPORT_HEADER.rsplit(" ", 1)[0] + " ").encode()
+_PREFIX: Final = (REPORT_HEADER.rsplit(" ", 1)[0] + " ").encode()
 _END_LINE: Final = ("\n" + REPORT_END).encode()
 
 Ending = Literal["end_line", "eof", "timeout", "overflow"]
@@ -41,14 +41,15 @@ class ReportScanner:
     """Fed the channel's stdout in pieces; keeps the report's region and a tail of what came
     before it, within bounds. No I/O.
 
-    The region starts at the first line that begins like the report's lines (``#hostinv-probe``:
-    :func:`~hostinv.probes.parse_report` then reads it from its last header) and ends with the
-    first end line after that. :meth:`feed` says when reading can stop: the end line came, or
+    The region starts where the report's lines first begin (``#hostinv-probe``, at the start of a
+    line or glued to a login's last words that ended without a newline; it then starts a line of
+    the region, and :func:`~hostinv.probes.parse_report` reads it from its last header) and ends
+    with the first end line after that, at the start of a line. :meth:`feed` says when reading can stop: the end line came, or
     the region outgrew ``kept`` (then :attr:`overflow`)."""
 
     def __init__(self, kept: int = REPORT_KEPT) -> None:
         self._kept = kept
-        self._carry = b"\n"  # the stream starts at a line start
+        self._carry = b""
         self._tail = bytearray()
         self.before = 0
         """Bytes printed before the report's region."""
@@ -63,12 +64,11 @@ class ReportScanner:
             return True
         if self.region is None:
             buf = self._carry + data
-            at = buf.find(_LINE_START)
-            if at == -1:
+            start = buf.find(_PREFIX)
+            if start == -1:
                 self._note_before(data)
-                self._carry = buf[-(len(_LINE_START) - 1) :]
+                self._carry = buf[-(len(_PREFIX) - 1) :]
                 return False
-            start = at + 1  # the line, without the newline before it
             in_data = start - len(self._carry)  # < 0: the line began in the carried bytes
             self._note_before(data[: max(in_data, 0)])
             if in_data < 0:
