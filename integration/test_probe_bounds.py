@@ -108,3 +108,13 @@ async def test_a_login_whose_last_words_end_without_a_newline_is_still_probed(ss
         with anyio.fail_after(45):
             result = await probe_host(Host(name="lab1", user=user.name), "sh", "", settings)
     assert result.verdict is Verdict.READY, result.message
+
+
+async def test_a_login_that_refuses_the_command_says_why_from_its_stderr(ssh_lab: SshLab, homes: Path) -> None:
+    key = ssh_lab.client_key.with_suffix(".pub")
+    with throwaway_user(key, shell="/usr/sbin/nologin", base=homes) as user:
+        settings = ProbeSettings(ssh_config=str(ssh_lab.config), connect_timeout_s=15, command_timeout_s=30)
+        with anyio.fail_after(45):
+            result = await probe_host(Host(name="lab1", user=user.name), "sh", "", settings)
+    assert (result.verdict, result.cause) == (Verdict.PROBE_FAILED, Cause.LOGIN_REFUSED), result.message
+    assert "not available" in result.message
