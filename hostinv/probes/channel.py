@@ -44,8 +44,8 @@ class ReportScanner:
     The region starts where the report's lines first begin (``#hostinv-probe``, at the start of a
     line or glued to a login's last words that ended without a newline; it then starts a line of
     the region, and :func:`~hostinv.probes.parse_report` reads it from its last header) and ends
-    with the first end line after that, at the start of a line. :meth:`feed` says when reading can stop: the end line came, or
-    the region outgrew ``kept`` (then :attr:`overflow`)."""
+    with the first end line after that, at the start of a line. :meth:`feed` says when reading
+    can stop: the end line came, or the region outgrew ``kept`` (then :attr:`overflow`)."""
 
     def __init__(self, kept: int = REPORT_KEPT) -> None:
         self._kept = kept
