@@ -144,6 +144,7 @@ def test_the_stricter_policy_wins(configured: str, requested: str, policy: str, 
         assert check.refusal == because
 
 
+@pytest.mark.process
 @pytest.mark.skipif(SSH is None, reason="needs OpenSSH's ssh")
 @pytest.mark.parametrize(
     ("user_config", "policy"),
@@ -199,6 +200,7 @@ def runs(log: Path) -> int:
 
 
 @pytest.mark.anyio
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("line", "options"),
     [
