@@ -20,6 +20,8 @@ import pytest
 
 from hostinv.probes import PROBE_COMMAND, ProbeReport, Verdict, judge_report, parse_report, probe_script
 
+pytestmark = pytest.mark.process  # every test but two runs a shell, as sshd's login would
+
 RUN_TIMEOUT_S = 60  # generous: a loaded 2-core machine; the probe itself bounds what it runs
 
 _SHELLS = [

@@ -69,6 +69,7 @@ Host aliased
 """
 
 
+@pytest.mark.process
 def test_ssh_g_output_is_read_as_ssh_would_use_it(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.write_text(CONFIG)
@@ -90,6 +91,7 @@ def test_ssh_g_output_is_read_as_ssh_would_use_it(tmp_path: Path) -> None:
     assert "chacha20-poly1305@openssh.com" in got.ciphers  # ssh's own defaults: it always says
 
 
+@pytest.mark.process
 def test_the_hosts_own_fields_override_the_config_as_on_the_command_line(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.write_text(CONFIG)
@@ -136,6 +138,7 @@ def test_known_hosts_names_follow_ssh() -> None:
 
 
 @pytest.mark.parametrize("hashed", [False, True])
+@pytest.mark.process
 def test_a_known_hosts_line_is_found_by_ssh_keygen(tmp_path: Path, hashed: bool) -> None:
     path = tmp_path / "known_hosts"
     path.write_text(known_hosts_line("[10.0.0.5]:2222", "ssh-ed25519", KEY_B64, hashed=hashed))
@@ -263,6 +266,7 @@ def closed_port() -> int:
 
 
 @pytest.mark.anyio
+@pytest.mark.process
 async def test_probe_hosts_keeps_input_order_and_reports_each_as_it_ends(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.write_text("")  # nothing of the machine's own ssh config
@@ -282,6 +286,7 @@ async def test_probe_hosts_keeps_input_order_and_reports_each_as_it_ends(tmp_pat
 
 
 @pytest.mark.anyio
+@pytest.mark.process
 async def test_a_config_ssh_cannot_read_is_a_verdict_not_an_exception(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.write_text("Frobnicate yes\n")
