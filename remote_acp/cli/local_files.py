@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from ..masking import escape_control
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PATH",
     "InventoryFileError",
+    "LocalIoError",
     "as_path",
     "checked_workflow",
     "emit",
@@ -40,10 +40,14 @@ PATH = click.Path(dir_okay=False)
 """A file option's type: a str (pathlib would cost ``--version`` several milliseconds)."""
 
 
-class InventoryFileError(click.ClickException):
-    """An inventory file cannot be read or written (exit status 10, as for the command's other local files)."""
+class LocalIoError(click.ClickException):
+    """The command's own files could not be used (exit status 10, see ``exit_codes``)."""
 
     exit_code = EXIT_LOCAL_IO
+
+
+class InventoryFileError(LocalIoError):
+    """An inventory file cannot be read or written."""
 
 
 def as_path(text: str | None) -> Path | None:
@@ -68,6 +72,8 @@ def read_inventory(read: Callable[[], Inventory]) -> Inventory:
 
 def print_notes(found: Inventory) -> None:
     """The inventory's notes on stderr, escaped: they quote what the files hold."""
+    from ..masking import escape_control
+
     for note in found.notes:
         click.echo(f"note: {escape_control(note)}", err=True)
 

@@ -16,25 +16,18 @@ import click
 
 from .._version import __version__
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
+from .local_files import LocalIoError
 from .streams import occupy_closed_std_fds, tolerant
 
 if TYPE_CHECKING:
     from hostinv import Host
 
-    from ..config import Workflow
     from ..fleet.pool import HostPool
     from ..targets.launch import LaunchTarget
-    from .history import SessionHistory
 
 __all__ = ["main"]
 
 LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
-
-
-class LocalIoError(click.ClickException):
-    """The command's own files could not be used (exit status 10, see ``exit_codes``)."""
-
-    exit_code = EXIT_LOCAL_IO
 
 
 def _no_nul(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -272,7 +265,9 @@ def run(
     history = SessionHistory()
     agent_words = options.command if isinstance(options.command, str) else " ".join(options.command)
     if resume is not None and resume != "last":
-        host, workspace = _resumed_where(history, resume, host, workspace, workflow)
+        from .resume import resumed_where
+
+        host, workspace = resumed_where(history, resume, host, workspace, workflow)
     selectors: tuple[str, ...] = (host,) if host is not None else workflow.ssh_hosts if workflow is not None else ()
     if selectors:
         from ..targets.ssh import SshSettings, SshTarget
@@ -350,48 +345,6 @@ def run(
     sys.exit(code)
 
 
-def _resumed_where(
-    history: SessionHistory, resume: str, host: str | None, workspace: str | None, workflow: Workflow | None
-) -> tuple[str | None, str | None]:
-    """Where ``run --resume ID`` continues: the host and workspace the history recorded for the
-    session, unless the command line (or the workflow) names them. An id the history does not
-    hold is said before anything runs, with the recorded sessions it may have meant."""
-    from .history import HistoryError
-
-    try:
-        recorded = history.find(resume)
-        close = history.close_to(resume) if recorded is None else []
-    except HistoryError as exc:
-        raise LocalIoError(str(exc)) from None
-    if recorded is None:
-        near = "; ".join(f"{r.session_id} ({r.target}:{r.workspace}, {r.when})" for r in close)
-        click.echo(
-            f"remote-acp: session {resume} is not in the session history: it is offered to the agent as "
-            "given, and a new session starts if the agent cannot continue it"
-            + (f". Recorded sessions: {near}" if near else ""),
-            err=True,
-        )
-        return host, workspace
-    if host is None and (workflow is None or not workflow.ssh_hosts) and recorded.target != "local":
-        host = recorded.target  # continue where it ran
-    if workspace is None:
-        workspace = recorded.workspace
-    return host, workspace
-
-
-def _inventory_destination(name: str) -> str | None:
-    """The destination of the inventory host ``name``, or ``None`` (no such host, no inventory,
-    or one that cannot be read: a listing then shows what it has)."""
-    from ..errors import RemoteAcpError
-    from .placement import fleet_hosts
-
-    try:
-        hosts = fleet_hosts(name, None, None)
-    except (click.ClickException, RemoteAcpError, OSError):
-        return None
-    return hosts[0].destination if hosts and len(hosts) == 1 else None
-
-
 def _selected(
     selectors: tuple[str, ...], inventory_file: str | None, ssh_config: str | None, ansible: tuple[str, ...]
 ) -> list[Host]:
@@ -447,7 +400,9 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
         records = history.recent(workspace=where, target=host, limit=limit)
         if not records and host is not None and host != "local":
             # An inventory name: its sessions are recorded under the destination they ran on.
-            destination = _inventory_destination(host)
+            from .resume import inventory_destination
+
+            destination = inventory_destination(host)
             if destination is not None:
                 records = history.recent(workspace=where, target=destination, limit=limit)
     except HistoryError as exc:

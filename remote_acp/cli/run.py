@@ -32,6 +32,7 @@ from ..session.core import Session, open_session
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
 from .history import HistoryError, SessionHistory, SessionRecord
 from .render import HumanRenderer, JsonRenderer
+from .run_tokens import RunTokens
 from .streams import Output, OutputError, standard_output
 
 if TYPE_CHECKING:
@@ -64,87 +65,11 @@ class RunRequest:
     """A placed run: how long to wait for a free agent slot when every host is at capacity."""
 
 
-class _Tokens:
-    """What the run's turns spent: totals over the measured turns, and the turns with no figure."""
-
-    def __init__(self, max_tokens: int | None) -> None:
-        self.max_tokens = max_tokens
-        self.measured_turns = 0
-        self.unmeasured_turns = 0
-        self.input = self.output = self.cache_read = self.total = 0
-        self.models: list[str] = []
-
-    def add(self, usage: TokenUsage) -> None:
-        self.input += usage.input_tokens
-        self.output += usage.output_tokens
-        self.cache_read += usage.cache_read_tokens
-        self.total += usage.total_tokens
-        if usage.model not in self.models:
-            self.models.append(usage.model)
-
-    def turn_ended(self, measured: bool) -> None:
-        if measured:
-            self.measured_turns += 1
-        else:
-            self.unmeasured_turns += 1
-
-    @property
-    def reached(self) -> bool:
-        return self.max_tokens is not None and self.measured_turns > 0 and self.total >= self.max_tokens
-
-    def ceiling(self) -> str | None:
-        """``None`` without a ceiling or a turn; else ``reached``, ``not bounded`` (a turn ran
-        unmeasured), or ``within``."""
-        if self.max_tokens is None or self.measured_turns + self.unmeasured_turns == 0:
-            return None
-        if self.reached:
-            return "reached"
-        return "not bounded" if self.unmeasured_turns else "within"
-
-    def to_json(self) -> dict[str, Any]:
-        measured = self.measured_turns > 0
-        return {
-            "measured_turns": self.measured_turns,
-            "unmeasured_turns": self.unmeasured_turns,
-            # Never zero for what nobody measured: no figure at all is null.
-            "input_tokens": self.input if measured else None,
-            "output_tokens": self.output if measured else None,
-            "cache_read_tokens": self.cache_read if measured else None,
-            "total_tokens": self.total if measured else None,
-            "models": list(self.models),
-            "max_tokens": self.max_tokens,
-            "ceiling": self.ceiling(),
-        }
-
-    def summary(self) -> list[str]:
-        """The closing notes of a text run (none when no turn ran)."""
-        turns = self.measured_turns + self.unmeasured_turns
-        if turns == 0:
-            return []
-        if self.measured_turns == 0:
-            lines = ["tokens: not measured"]
-        else:
-            line = (
-                f"tokens this run: {self.input} in, {self.output} out, {self.cache_read} cache-read, {self.total} total"
-            )
-            if self.unmeasured_turns:
-                line += f" ({self.unmeasured_turns} of {turns} turns not measured: a lower bound)"
-            lines = [line]
-        if self.ceiling() == "not bounded":
-            if self.measured_turns == 0:
-                lines.append("run reported no token usage, token ceiling could not bound it")
-            else:
-                lines.append(
-                    f"{self.unmeasured_turns} turns reported no token usage, token ceiling could not bound them"
-                )
-        return lines
-
-
 @dataclass(slots=True)
 class _Progress:
     """What the run learns on the way that its closing lines and its record need."""
 
-    tokens: _Tokens
+    tokens: RunTokens
     created: datetime | None = None
     """When the session was created, if known (kept in the history for a later load)."""
     resumed_created: datetime | None = None
@@ -204,7 +129,7 @@ def _turn_line(session_id: str, outcome: str, kind: str, cause: str, retryable: 
 
 
 async def _run_turn(
-    session: Session, prompt: str, renderer: JsonRenderer | HumanRenderer, tokens: _Tokens
+    session: Session, prompt: str, renderer: JsonRenderer | HumanRenderer, tokens: RunTokens
 ) -> dict[str, Any]:
     """Run one turn and return its ``turn_result`` object, also when the turn could not start."""
     measured = False
@@ -378,7 +303,7 @@ async def run_prompts(request: RunRequest) -> int:
     stop = _Stop(output)
     output_failed: OutputError | None = None
     code = EXIT_OK
-    progress = _Progress(_Tokens(request.max_tokens), resumed_created=_seed_origin(request))
+    progress = _Progress(RunTokens(request.max_tokens), resumed_created=_seed_origin(request))
 
     def held(session_id: str, seconds: float) -> None:
         progress.held_s = round(seconds, 3)
