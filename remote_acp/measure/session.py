@@ -51,7 +51,6 @@ class Measurement:
     def __init__(
         self, argv: Sequence[str], *, allowed: bool, log: ContextLogger, sources: Sequence[Source] = SOURCES
     ) -> None:
-        self._allowed = allowed
         self._sources = tuple(sources) if allowed else ()
         self.log = log
         self._wanted = [s for s in self._sources if s.names(argv)]

@@ -259,10 +259,6 @@ class JsonRpcPeer:
             reason, _excerpt(line), reply_to if reply_to in self._outgoing else None, cut=len(line) > _EXCERPT
         )
 
-    def line_answers(self, line: bytes, request_id: RequestId) -> bool:
-        """Whether ``line`` (one the framer could not deliver whole) names ``request_id``."""
-        return any(int(m.group(1)) == request_id for m in _ID.finditer(line[: _EXCERPT * 8]))
-
     def _response(self, message: JsonObject, line: bytes) -> Response | StrayResponse | Malformed:
         request_id = message["id"]
         if not _valid_id(request_id) or request_id not in self._outgoing:
