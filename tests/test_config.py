@@ -230,3 +230,14 @@ def test_the_allow_list_reaches_the_local_target(tmp_path: Path) -> None:
     assert load_workflow(path).local_target().env_allowlist == ("OPENAI_API_KEY",)
     path.write_text("agent:\n  command: qwen --acp\n")
     assert load_workflow(path).local_target().env_allowlist is None
+
+
+def test_the_schedulers_limits_are_handed_over_as_written(tmp_path: Path) -> None:
+    from remote_acp.config import SchedulingLimits, load_workflow
+
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        "agent:\n  command: qwen --acp\n  max_turns: 7\n  max_sessions: 3\n  max_concurrent_agents: 2\n"
+        "  max_concurrent_agents_by_state:\n    Review: 1\n"
+    )
+    assert load_workflow(str(path)).scheduling == SchedulingLimits(7, 3, 2, {"review": 1})

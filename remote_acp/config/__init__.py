@@ -9,7 +9,7 @@ until a workflow is used, so a session started without one does not pay for them
 
 from __future__ import annotations
 
-from .load import ConfigError, Workflow, check_file, load_workflow
+from .load import ConfigError, SchedulingLimits, Workflow, check_file, load_workflow
 from .models import AcpBlock, AgentBlock, WorkerBlock, WorkflowConfig
 from .validate import Checked, Finding, Severity, check_text
 
@@ -19,6 +19,7 @@ __all__ = (
     "Checked",
     "ConfigError",
     "Finding",
+    "SchedulingLimits",
     "Severity",
     "WorkerBlock",
     "Workflow",

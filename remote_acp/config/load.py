@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..targets.launch import LocalTarget
     from ..targets.ssh import SshSettings
 
-__all__ = ["ConfigError", "Workflow", "check_file", "load_workflow"]
+__all__ = ["ConfigError", "SchedulingLimits", "Workflow", "check_file", "load_workflow"]
 
 log = get_logger("remote_acp.config")
 
@@ -79,6 +79,18 @@ def load_workflow(path: str | os.PathLike[str]) -> Workflow:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulingLimits:
+    """What a workflow's ``agent`` block says to the scheduler running it: turns per run, sessions
+    in all (0: unlimited), agents at once, and agents at once per state of the scheduler's own
+    (a lowercased state name to a limit)."""
+
+    max_turns: int
+    max_sessions: int
+    max_concurrent_agents: int
+    max_concurrent_agents_by_state: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Workflow:
     """A checked workflow: its keys (:attr:`config`), the prompt of a WORKFLOW.md, and what a session
     is built from. Relative paths in it resolve against :attr:`directory`."""
@@ -111,6 +123,18 @@ class Workflow:
         """The MCP servers file, made absolute against the workflow's directory."""
         given = self.config.acp.mcp_config
         return None if given is None else os.path.join(self.directory, os.path.expanduser(given))
+
+    @property
+    def scheduling(self) -> SchedulingLimits:
+        """The limits the workflow sets for the scheduler that embeds remote-acp: checked here,
+        never applied by a session or by ``remote-acp run`` (they bound a scheduler's queue)."""
+        agent = self.config.agent
+        return SchedulingLimits(
+            max_turns=agent.max_turns,
+            max_sessions=agent.max_sessions,
+            max_concurrent_agents=agent.max_concurrent_agents,
+            max_concurrent_agents_by_state=dict(agent.max_concurrent_agents_by_state),
+        )
 
     def session_options(self, **overrides: Any) -> SessionOptions:
         """The :class:`~remote_acp.options.SessionOptions` of this workflow; an override that is not
