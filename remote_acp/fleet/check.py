@@ -96,28 +96,15 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     options += sorted(host.ssh_options.items())
     if not options:
         return None
-    from ..targets.ssh_config import SYSTEM_SSH_CONFIG, _config_word
+    from ..targets.ssh_config import host_block_text, included_files
 
     for key, value in options:
         if not _KEYWORD.match(key):
             raise ValueError(f"the ssh option {key!r} of host {host.name!r} is not an ssh_config keyword")
         if any(c in value for c in "\r\n\0"):
             raise ValueError(f"the ssh option {key} of host {host.name!r} holds a line break")
-    if config_file is None:
-        included = [f"{home}/.ssh/config", SYSTEM_SSH_CONFIG]
-    else:
-        included = [] if config_file.lower() == "none" else [config_file]
-    address = host.address or host.name
-    lines = [
-        "# Written by remote-acp check: one inventory host's ssh settings, then the ssh_config ssh would read.",
-        f"Host {_config_word(address)}",
-        # An ssh option is ssh_config text, written as the operator wrote it: OpenSSH takes some
-        # values raw to the end of the line (ProxyJump, ProxyCommand), so quoting changes them.
-        *(f"  {key} {value}" for key, value in options),
-        "Match all",
-        *(f"Include {_config_word(path)}" for path in included),
-    ]
-    return "\n".join(lines) + "\n"
+    included = included_files(config_file, home=home)
+    return host_block_text(host.address or host.name, options, included, by="remote-acp for an inventory host")
 
 
 def host_target(

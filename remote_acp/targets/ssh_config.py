@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from ..errors import ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     from .ssh import Destination
@@ -21,9 +21,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE_DIR_VARIABLE",
     "cache_base",
+    "config_word",
     "effective_host_key_policy",
     "fallback_config_dir",
     "fallback_config_text",
+    "host_block_text",
+    "included_files",
     "login_home",
     "ssh_g_cache_dir",
     "write_fallback_config",
@@ -48,26 +51,44 @@ def fallback_config_text(config_file: str | None, *, home: str, host_key_fallbac
     ``home`` is the login's home directory (ssh finds ``~/.ssh/config`` there, whatever ``$HOME``
     says). Paths are quoted so that Include reads exactly that file (it would expand globs).
     """
-    if config_file is None:
-        included = [os.path.join(home, ".ssh", "config"), SYSTEM_SSH_CONFIG]
-    elif config_file.lower() == "none":
-        included = []
-    else:
-        included = [config_file]
+    included = included_files(config_file, home=home)
     lines = [
         "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.",
         # Before everything, so they win for every host, the hops a ProxyJump runs included
         # (their ssh reads this file, not our command line).
         "ControlMaster no",
         "ControlPath none",
-        *(f"Include {_config_word(path)}" for path in included),
+        *(f"Include {config_word(path)}" for path in included),
     ]
     if host_key_fallback:
         lines += ["Host *", "  StrictHostKeyChecking accept-new"]
     return "\n".join(lines) + "\n"
 
 
-def _config_word(path: str) -> str:
+def included_files(config_file: str | None, *, home: str) -> list[str]:
+    """What ssh reads for ``-F config_file``: that file (``none``: nothing), else the user's
+    ``HOME/.ssh/config`` and then the system's, as an ssh_config generated for ssh includes them."""
+    if config_file is None:
+        return [os.path.join(home, ".ssh", "config"), SYSTEM_SSH_CONFIG]
+    return [] if config_file.lower() == "none" else [config_file]
+
+
+def host_block_text(address: str, options: Sequence[tuple[str, str]], included: Sequence[str], *, by: str) -> str:
+    """An ssh_config holding ``options`` (keyword, value as ssh_config text) for ``address``, then
+    ``included`` for every host; ``by`` names who wrote it, in its first line."""
+    lines = [
+        f"# Written by {by}: one host's ssh settings, then the ssh_config ssh would read.",
+        f"Host {config_word(address)}",
+        # A value is ssh_config text, written as the operator wrote it: OpenSSH takes some values
+        # raw to the end of the line (ProxyJump, ProxyCommand), so quoting would change them.
+        *(f"  {key} {value}" for key, value in options),
+        "Match all",
+        *(f"Include {config_word(path)}" for path in included),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def config_word(path: str) -> str:
     # Two layers: Include expands globs (escape \ * ? [ for glob), and the ssh_config line parser
     # unquotes and unescapes (escape \ " ' for it, inside double quotes).
     if any(c in path for c in "\r\n\0"):
