@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from hostinv import Host
-from hostinv.probes import ProbeReport, Verdict
+from hostinv.probes import HostProbe, ProbeReport, Verdict
 from hostinv.probes.verdicts import VERDICT_CAUSE
 from remote_acp.cli.check import render_json, render_table
 from remote_acp.fleet import (
@@ -23,7 +23,7 @@ from remote_acp.fleet import (
     exit_status,
     table_rows,
 )
-from remote_acp.fleet.cache import CachedProbe, ProbeCache
+from remote_acp.fleet.cache import ProbeCache
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -153,11 +153,10 @@ def test_exit_status(verdicts: list[Verdict], status: int) -> None:
 
 def test_a_probe_is_reused_only_while_fresh(tmp_path: Path) -> None:
     cache = ProbeCache(tmp_path / "probes", context="settings-1")
-    probe = CachedProbe(HOST, Verdict.READY, "ready", None, REPORT, 0.5, 0.0)
+    probe = HostProbe(HOST, Verdict.READY, "ready", None, REPORT, 0.5)
     cache.put(probe, "qwen", "/w")
     hit = cache.get(HOST, "qwen", "/w", max_age_s=60)
-    assert hit is not None
-    assert hit.report == REPORT and hit.verdict is Verdict.READY and hit.latency_s == 0.5
+    assert hit is not None and hit.probe == probe  # read back as it was kept
     assert 0 <= hit.age_s < 60
     assert cache.get(HOST, "qwen", "/w", max_age_s=0) is None  # the default: no reuse
     assert cache.get(HOST, "claude", "/w", max_age_s=60) is None

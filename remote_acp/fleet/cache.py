@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from hostinv.causes import Cause
 from hostinv.keep import write_whole
-from hostinv.probes import ProbeReport, Verdict
+from hostinv.probes import HostProbe, ProbeReport, Verdict
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from hostinv import Host
 
-    from .report import ProbeResult
 
-__all__ = ["CachedProbe", "ProbeCache", "probe_cache_dir", "resolve_cache_dir"]
+__all__ = ["Kept", "ProbeCache", "probe_cache_dir", "resolve_cache_dir"]
 
 _TUPLES = ("load", "unavailable", "invalid")
 
@@ -46,17 +45,11 @@ def resolve_cache_dir() -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class CachedProbe:
-    """A probe read back from the cache; ``age_s``: seconds since it ran."""
+class Kept:
+    """A probe read back from the cache, and how old it is (seconds since it ran)."""
 
-    host: Host
-    verdict: Verdict
-    message: str
-    fix: str | None
-    report: ProbeReport | None
-    latency_s: float
+    probe: HostProbe
     age_s: float
-    cause: Cause | None = None
 
 
 class ProbeCache:
@@ -72,7 +65,7 @@ class ProbeCache:
         key = json.dumps([fields, agent, workspace, self._context], sort_keys=True, default=str)
         return self.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
-    def get(self, host: Host, agent: str, workspace: str, *, max_age_s: float) -> CachedProbe | None:
+    def get(self, host: Host, agent: str, workspace: str, *, max_age_s: float) -> Kept | None:
         """The probe kept for these, when it is at most ``max_age_s`` old; else ``None``."""
         if max_age_s <= 0:
             return None
@@ -84,20 +77,20 @@ class ProbeCache:
             raw = data["report"]
             report = None if raw is None else ProbeReport(**{k: _thaw(k, v) for k, v in raw.items()})
             cause = data.get("cause")
-            return CachedProbe(
+            probe = HostProbe(
                 host,
                 Verdict(data["verdict"]),
                 str(data["message"]),
                 data["fix"],
                 report,
                 float(data["latency_s"]),
-                age,
                 None if cause is None else Cause(cause),
             )
+            return Kept(probe, age)
         except (OSError, ValueError, TypeError, KeyError):
             return None
 
-    def put(self, probe: ProbeResult, agent: str, workspace: str) -> None:
+    def put(self, probe: HostProbe, agent: str, workspace: str) -> None:
         """Keep ``probe`` (written atomically).
 
         :raises OSError: the cache directory cannot be written.

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..session.verification import CredentialVerdict
     from ..targets.ssh import Preflight, SshTarget
     from ..targets.ssh_settings import SshSettings
-    from .cache import CachedProbe, ProbeCache
+    from .cache import Kept, ProbeCache
     from .login_probe import LoginProbe
     from .report import ProbeResult
 
@@ -342,7 +342,7 @@ async def check_hosts(
                 cache.put(result, agent_program, workspace)
         return result, None
 
-    def cached(host: Host) -> CachedProbe | None:
+    def cached(host: Host) -> Kept | None:
         return cache.get(host, agent_program, workspace, max_age_s=max_age_s) if cache is not None else None
 
     async def one(host: Host) -> None:
@@ -364,7 +364,7 @@ async def check_hosts(
                         cache.put(found, agent_program, workspace)
                 age = None
             else:
-                result, age = (hit, hit.age_s) if hit is not None else await probed(host)
+                result, age = (hit.probe, hit.age_s) if hit is not None else await probed(host)
                 check = await check_host(host, options, workspace, settings=settings, handshake=handshake, probe=result)
         done[host.name] = replace(check, probe_age_s=age)
         if on_done is not None:

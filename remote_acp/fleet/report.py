@@ -14,10 +14,10 @@ whatever the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from hostinv.causes import CAUSES, Cause
-from hostinv.probes import CONNECTION_VERDICTS, Verdict
+from hostinv.probes import CONNECTION_VERDICTS, HostProbe, Verdict
 
 from ..masking import escape_control
 
@@ -43,23 +43,8 @@ EXIT_SOME_UNREACHABLE: Final = 20
 EXIT_SOME_NOT_READY: Final = 21
 
 
-class ProbeResult(Protocol):
-    """What a probe of one host gave (``hostinv.probes.HostProbe`` is one; so is a cached probe)."""
-
-    @property
-    def host(self) -> Host: ...
-    @property
-    def verdict(self) -> Verdict: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def fix(self) -> str | None: ...
-    @property
-    def report(self) -> ProbeReport | None: ...
-    @property
-    def latency_s(self) -> float: ...
-    @property
-    def cause(self) -> Cause | None: ...
+ProbeResult: TypeAlias = HostProbe
+"""What a probe of one host gave: :class:`hostinv.probes.HostProbe` (probed now, or kept)."""
 
 
 @dataclass(frozen=True, slots=True)
