@@ -167,7 +167,8 @@ _hp_split() {
   [ -n "$_hp_first" ] || _hp_first=$_hp_any
 }
 
-_hp_rep='__HEADER__'$_hp_nl
+# A newline first: a login that printed its last words without one must not glue them to the header.
+_hp_rep=$_hp_nl'__HEADER__'$_hp_nl
 
 # What the kernel says in /proc costs no process; uname answers the rest. Each program a probe
 # starts costs a host a few milliseconds, and a fleet check starts a probe on every host at once.
