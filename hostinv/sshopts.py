@@ -22,6 +22,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .ssh_keywords import config_word
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -204,20 +206,11 @@ def fallback_config_text(config: str | None, *, home: str) -> str:
         included = [os.path.abspath(config)]
     lines = [
         "# Written by hostinv: the ssh_config ssh would read, then the host-key policy for hosts it sets none for.",
-        *(f"Include {_config_word(path)}" for path in included),
+        *(f"Include {config_word(path)}" for path in included),
         "Host *",
         f"  StrictHostKeyChecking {HOST_KEY_FALLBACK}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _config_word(path: str) -> str:
-    # Two layers: Include expands globs (escape \ * ? [ for glob), and the ssh_config line parser
-    # unquotes and unescapes (escape \ " ' for it, inside double quotes).
-    if any(c in path for c in "\r\n\0"):
-        raise ValueError("an ssh_config path cannot contain line breaks")
-    globbed = re.sub(r"([\\*?\[])", r"\\\1", path)
-    return '"' + re.sub(r"([\\\"'])", r"\\\1", globbed) + '"'
 
 
 _TOKEN: Final = re.compile(r"%(.?)", re.DOTALL)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from typing import TYPE_CHECKING, Final
+
+from hostinv.ssh_keywords import config_word
 
 from ..errors import ErrorKind, RemoteAcpError
 
@@ -86,15 +87,6 @@ def host_block_text(address: str, options: Sequence[tuple[str, str]], included: 
         *(f"Include {config_word(path)}" for path in included),
     ]
     return "\n".join(lines) + "\n"
-
-
-def config_word(path: str) -> str:
-    # Two layers: Include expands globs (escape \ * ? [ for glob), and the ssh_config line parser
-    # unquotes and unescapes (escape \ " ' for it, inside double quotes).
-    if any(c in path for c in "\r\n\0"):
-        raise ValueError("an ssh_config path cannot contain line breaks")
-    globbed = re.sub(r"([\\*?\[])", r"\\\1", path)
-    return '"' + re.sub(r"([\\\"'])", r"\\\1", globbed) + '"'
 
 
 def login_home() -> str:
