@@ -43,8 +43,11 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+# A user with ~/blackhole gets an agent that takes the login and never answers initialize.
 AGENT = """#!/bin/sh
 [ "$1" = --version ] && {{ echo "scripted 1.0"; exit 0; }}
+[ -e "$HOME/blackhole" ] && exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent \\
+  --answer-after initialize=600
 exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
 """
 
@@ -326,3 +329,18 @@ async def run_queue(fleet: Fleet, *, jobs: int, workers: int) -> None:
     assert dead in set(done.values())  # it ran jobs before it died
     assert all(host == dead for _, host, _ in retried), retried  # only the dead host's sessions failed
     assert pool.opened == {}
+
+
+async def test_a_host_whose_agent_never_answers_draws_one_placement_not_every_one(fleet: Fleet) -> None:
+    # lab1 looks as good as the others (and comes first), takes every login, and then its agent
+    # never answers: after the first placement fails over from it, the next ones do not try it.
+    fleet.users[0].write("blackhole", "")
+    pool = fleet.pool(count=2, capacity=4)
+    options = SessionOptions(command=fleet.agent, read_timeout_ms=1000, initialize_floor_ms=2000)
+    tried: list[list[str]] = []
+    for _ in range(3):
+        with anyio.fail_after(60):
+            async with pool.session(fleet.workspace, options) as placed:
+                assert placed.host.name == "lab2"
+                tried.append([(a.host.name, a.error.cause.value) for a in placed.failed])
+    assert tried == [[("lab1", "no_answer")], [], []]

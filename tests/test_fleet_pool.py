@@ -48,6 +48,19 @@ def test_a_host_found_full_ranks_last_and_comes_back_when_its_sessions_end() -> 
     assert free_slots(ready.host, ready, 1) == 0
 
 
+def test_a_host_claiming_more_cores_than_any_machine_has_is_not_ranked_by_its_load() -> None:
+    honest = probe("honest", load=0.4)
+    boastful = HostProbe(
+        Host(name="boastful", capacity=2),
+        Verdict.READY,
+        "ready",
+        None,
+        ProbeReport(cores=10**20, load=(0.0, 0.0, 0.0), slots_held=0),
+        0.1,
+    )
+    assert [h.name for h in rank_hosts([boastful, honest])] == ["honest", "boastful"]
+
+
 def test_an_unusable_slot_directory_or_a_host_not_ready_has_no_slot() -> None:
     unusable = probe("unusable", Verdict.AT_CAPACITY, held=None, cause=Cause.SLOTS_UNUSABLE)
     down = probe("down", Verdict.UNREACHABLE, cause=Cause.CONNECT_REFUSED)

@@ -341,12 +341,14 @@ class HostPool:
                 done.set()
             return
 
-    def _store(self, key: tuple[str, str], host: Host, probe: HostProbe, at: float, base: int) -> None:
+    def _store(
+        self, key: tuple[str, str], host: Host, probe: HostProbe, at: float, base: int, *, failed: bool = False
+    ) -> None:
         view = self._views[key][host.name]
         if at < view.at or at < view.floor:
             return  # a newer look is kept
         view.probe, view.at, view.base = probe, at, base
-        if probe.verdict is Verdict.UNREACHABLE or (
+        if failed or probe.verdict is Verdict.UNREACHABLE or (
             probe.cause is not None and CAUSES[probe.cause].verdict == Verdict.UNREACHABLE
         ):
             view.downs += 1
@@ -413,14 +415,16 @@ class HostPool:
         if found is not None:
             self._store(key, host, found, observed.at, observed.base)
         if error is not None and error.cause not in _CALLERS and (found is None or found.ready):
-            verdict = CAUSES[error.cause].verdict
-            if verdict == Verdict.UNREACHABLE or not error.retryable:
-                # The host failed in a way the next start there would meet too: keep it out a while.
+            if error.cause is not Cause.AT_CAPACITY:  # a full host is the slots' business
+                # The host took the login and then failed the start (down, refusing, or an agent that
+                # never answers): keep it out, backing off each time, so that a host which looks
+                # best by its own figures cannot draw every placement into its failure.
                 from hostinv.probes import HostProbe
 
+                verdict = CAUSES[error.cause].verdict
                 judged = Verdict(verdict) if verdict else Verdict.AGENT_FAILED
                 gone = HostProbe(host, judged, error.message, error.fix or None, None, 0.0, error.cause)
-                self._store(key, host, gone, time.monotonic(), self._count(host.name))
+                self._store(key, host, gone, time.monotonic(), self._count(host.name), failed=True)
         self._notify()
 
     def _closed(self, name: str) -> None:

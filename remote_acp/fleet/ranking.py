@@ -32,6 +32,9 @@ _VERDICT_KIND: Final = {
 }
 
 
+MAX_CORES: Final = 4096
+"""More cores than any host has: a report claiming more is not believed for ranking."""
+
 def free_slots(host: Host, probe: ProbeResult, since: int) -> int | None:
     """Free slots by ``probe``, less ``since`` sessions started there after it; ``None``: no slot
     for this host (not ready). A host that cannot count its slots is taken to have them all."""
@@ -59,7 +62,10 @@ def rank_hosts(probes: Sequence[ProbeResult], opened: Mapping[str, int] | None =
         free = free_slots(probe.host, probe, opened.get(probe.host.name, 0))
         if free is None:
             continue
-        per_core = probe.report.load_per_core if probe.report is not None else None
+        report = probe.report
+        per_core = report.load_per_core if report is not None else None
+        if report is not None and (report.cores or 0) > MAX_CORES:
+            per_core = None  # figures no machine has: what the host says of its load is not taken
         ranked.append((free <= 0, math.inf if per_core is None else per_core, -free, index, probe.host))
     ranked.sort(key=lambda entry: entry[:4])
     return [entry[4] for entry in ranked]
