@@ -185,3 +185,18 @@ def test_version_does_not_load_the_inventory_machinery() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.stdout.startswith("remote-acp, version")
     assert done.stderr.strip() == "[]"
+
+
+def test_an_inventory_error_quoting_the_file_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text('[web]\nlab1 x="\x1b]0;PWNED\x07\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "remote_acp.cli.main", "inventory", "list", "--ansible", str(hosts)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 10, done.stderr
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert "\\x1b]0;PWNED" in done.stderr

@@ -57,17 +57,19 @@ def as_path(text: str | None) -> Path | None:
 
 
 def read_inventory(read: Callable[[], Inventory]) -> Inventory:
-    """``read()``, its file errors as exit status 10 with the message naming file, line and key."""
+    """``read()``, its file errors as exit status 10 with the message naming file, line and key
+    (escaped: it may quote what the file holds)."""
     import hostinv
 
     from ..errors import RemoteAcpError
+    from ..masking import escape_control
 
     try:
         return read()
     except (hostinv.InventoryInvalid, hostinv.InventoryUnreadable) as exc:
-        raise InventoryFileError(str(exc)) from None
+        raise InventoryFileError(escape_control(str(exc), keep_newlines=True)) from None
     except RemoteAcpError as exc:  # where merged views are kept cannot be trusted
-        raise InventoryFileError(str(exc)) from None
+        raise InventoryFileError(escape_control(str(exc))) from None
 
 
 def print_notes(found: Inventory) -> None:
