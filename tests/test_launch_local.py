@@ -253,7 +253,6 @@ def test_prepare_builds_the_spec(agent_bin: Path, ws: str, monkeypatch: pytest.M
         cwd=ws,
         target="local",
         remote=False,
-        stdin_prefix=b"",
         secrets=secret_values(dict(os.environ)),
     )
     assert "sk-test-0123456789" in spec.secrets

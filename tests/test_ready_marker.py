@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from remote_acp import ErrorKind, Event, LaunchSpec, LocalTarget, RemoteAcpError, open_session
-from remote_acp.session.connection import GATED_OUTPUT_KEPT
+from remote_acp.targets.ready_marker import GATED_OUTPUT_KEPT, ReadyMarker
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
@@ -58,19 +58,14 @@ class ScriptTarget:
     ) -> RemoteAcpError | None:
         return None
 
-    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
-        return None
-
     async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
         spec = await self.local.prepare(command, workspace)
         return replace(
             spec,
             argv=["/bin/sh", "-c", self.script],
-            stdin_prefix=b"the-prefix\n",
-            ready_marker=MARKER,
-            ready_reply=b"go\n",
-            ready_timeout_ms=self.ready_timeout_ms,
-            ready_gate=self.gate,
+            prelude=ReadyMarker(
+                opening=b"the-prefix\n", marker=MARKER, reply=b"go\n", bound_ms=self.ready_timeout_ms, gate=self.gate
+            ),
         )
 
 

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from remote_acp.errors import ErrorKind
+from remote_acp.targets.ready_marker import ReadyMarker
 from remote_acp.targets.ssh import (
     SshSettings,
     SshTarget,
@@ -113,12 +114,14 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
     assert spec.argv[-3:-1] == ["--", "user@build"]
     assert shlex.split(spec.argv[-1]) == ["exec", "/bin/sh", "-c", BOOTSTRAP]  # fixed, no data in it
     assert (spec.target, spec.remote, spec.cwd) == ("user@build:2222", True, None)
-    marker = spec.ready_marker.decode()
+    login = spec.prelude
+    assert isinstance(login, ReadyMarker)
+    marker = login.marker.decode()
     assert re.fullmatch(r"remote-acp-ready-[0-9a-f]{16}", marker)
-    assert (spec.ready_reply, spec.ready_timeout_ms) == (b"go\n", ready_bound_ms(target.settings))
+    assert (login.reply, login.bound_ms) == (b"go\n", ready_bound_ms(target.settings))
     assert ready_bound_ms(target.settings) == 20_000  # connect 10 s, then as long again
 
-    prefix = spec.stdin_prefix.decode()
+    prefix = login.opening.decode()
     assert f"printf '%s\\n' {marker}\n" in prefix
     assert line_after_session_mark(prefix.split("\n", 1)[1])[-1] == '  eval "$_ra_cmd"'
     for value in SECRETS.values():
@@ -143,13 +146,14 @@ def test_prepare_carries_secrets_on_stdin_only(tmp_path: Path) -> None:
 def test_prepare_prefix_runs_with_the_carried_values_after_the_go_ahead(tmp_path: Path) -> None:
     fake_ssh(tmp_path / "bin")
     target = SshTarget("build", SshSettings(pass_env=tuple(SECRETS)), environ=environ_with(tmp_path / "bin", **SECRETS))
-    spec = prepare(target, [sys.executable, "-c", READ_ENV], "/")
+    login = prepare(target, [sys.executable, "-c", READ_ENV], "/").prelude
+    assert isinstance(login, ReadyMarker)
     done = subprocess.run(
-        ["sh", "-c", BOOTSTRAP], input=spec.stdin_prefix + spec.ready_reply, capture_output=True, timeout=RUN_TIMEOUT_S
+        ["sh", "-c", BOOTSTRAP], input=login.opening + login.reply, capture_output=True, timeout=RUN_TIMEOUT_S
     )
     assert done.returncode == 0, done.stderr
     marker, rest = done.stdout.split(b"\n", 1)
-    assert marker == spec.ready_marker
+    assert marker == login.marker
     seen = json.loads(rest)
     assert {name: seen.get(name) for name in SECRETS} == SECRETS
 
@@ -157,7 +161,7 @@ def test_prepare_prefix_runs_with_the_carried_values_after_the_go_ahead(tmp_path
 def test_each_session_has_its_own_ready_marker(tmp_path: Path) -> None:
     fake_ssh(tmp_path / "bin")
     target = SshTarget("build", environ=environ_with(tmp_path / "bin"))
-    markers = {prepare(target, "agent --acp", "/srv/ws").ready_marker for _ in range(5)}
+    markers = {getattr(prepare(target, "agent --acp", "/srv/ws").prelude, "marker", None) for _ in range(5)}
     assert len(markers) == 5
 
 

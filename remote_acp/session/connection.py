@@ -1,4 +1,4 @@
-"""The byte-level connection to one agent process: the only module that moves protocol bytes.
+"""The byte-level connection to one agent: JSON-RPC over its stdout and stdin.
 
 Theory of operation: a reader task pulls stdout in reads of at most 64 KiB, frames lines,
 classifies each with the JSON-RPC peer and dispatches it synchronously to a
@@ -15,9 +15,14 @@ blocks on a write. :attr:`AgentConnection.writing_since` tells how long the writ
 waited for the agent, so the session can call an agent that stopped reading a failure on time.
 Callers that must know a write happened wait on its :class:`WriteTicket`, always under a bound.
 
-After the agent exits, a descendant may still hold stdout open. The release task gives it
-``output_drain_ms``; then it closes stdout itself, which ends the reader, and the loss is
-reported with its own message.
+The connection needs only :class:`AgentPipes` (a byte stream), so it can be driven with plain
+bytes. What comes before the protocol is the launch target's (:class:`~remote_acp.targets.launch.Prelude`,
+such as ssh's ready marker): the connection writes the prelude's opening and nothing else, feeds
+it what arrives until it says ready (or refuses), writes its reply first, and from then on it is
+JSON-RPC. The agent process's own tasks (its stderr, its exit, the release of its output) run
+beside the connection's (:func:`watch_agent`): after the agent exits, a descendant may still hold
+stdout open; the release task gives it ``output_drain_ms``, then closes stdout itself, which
+ends the reader, and the loss is reported with its own message.
 """
 
 from __future__ import annotations
@@ -41,21 +46,25 @@ from ..protocol.jsonrpc import (
     Response,
     StrayResponse,
 )
-from ..targets.process import AgentProcess, PipeClosed
+from ..targets.launch import Ready
+from ..targets.process import PipeClosed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..errors import RemoteAcpError
+    from ..targets.launch import Prelude, PreludeState
+    from ..targets.process import AgentProcess
 
 __all__ = [
-    "GATED_OUTPUT_KEPT",
     "MAX_QUEUED_BYTES",
     "WRITE_HIGH_WATER",
     "AgentConnection",
+    "AgentPipes",
     "ConnectionHandler",
     "PendingCall",
     "WriteTicket",
+    "watch_agent",
 ]
 
 log = get_logger("remote_acp.session.connection")
@@ -66,13 +75,24 @@ STREAM_ENDED = "the agent's connection ended before a response arrived"
 
 WRITE_HIGH_WATER: Final = 1024 * 1024
 """Bytes queued for the agent's stdin above which the reader stops reading the agent."""
-_PRE_READY_KEPT: Final = 4096
-GATED_OUTPUT_KEPT: Final = 64 * 1024
-"""Bytes printed before the ready marker that a ready gate sees (its last ones): room for a
-report printed ahead of the marker, however noisy the login scripts before it."""
 MAX_QUEUED_BYTES: Final = 16 * 1024 * 1024
 """Bytes queued for the agent's stdin above which writing counts as failed (a last resort: the
 reader has stopped long before, so only our own requests can still add to the queue)."""
+
+
+class AgentPipes(Protocol):
+    """The agent's end of the connection (an :class:`~remote_acp.targets.process.AgentProcess`)."""
+
+    stdout_eof: anyio.Event
+    """Set by the connection's reader once stdout ended."""
+
+    async def read_stdout(self) -> bytes:
+        """The next bytes, at most 64 KiB; ``b""`` at end of stream."""
+        ...
+
+    async def write_stdin(self, data: bytes) -> None:
+        """Write all of ``data``. :raises PipeClosed: when the agent's stdin is gone."""
+        ...
 
 
 class ConnectionHandler(Protocol):
@@ -142,22 +162,12 @@ class PendingCall:
 
 class AgentConnection:
     def __init__(
-        self,
-        process: AgentProcess,
-        handler: ConnectionHandler,
-        *,
-        max_line_bytes: int,
-        output_drain_ms: int,
-        stdin_prefix: bytes = b"",
-        ready_marker: bytes = b"",
-        ready_reply: bytes = b"",
-        ready_gate: Callable[[bytes], RemoteAcpError | None] | None = None,
+        self, pipes: AgentPipes, handler: ConnectionHandler, *, max_line_bytes: int, prelude: Prelude | None = None
     ) -> None:
-        self.process = process
+        self.pipes = pipes
         self.peer = JsonRpcPeer()
         self._handler = handler
         self._framer = LineFramer(max_line_bytes)
-        self._drain_s = output_drain_ms / 1000
         self._queue: deque[WriteTicket] = deque()
         self._queue_ready = anyio.Event()
         self._pending: dict[RequestId, PendingCall] = {}
@@ -172,40 +182,36 @@ class AgentConnection:
         self._reader_paused = False
         self._closing = False
         self._scopes: list[anyio.CancelScope] = []
+        self.prelude = prelude
         self.ready = anyio.Event()
-        """Set once the launched side said it is ready for the protocol (at once without a marker)."""
+        """Set once the launched side got through its prelude (at once without one)."""
         self._ready_or_lost = anyio.Event()
-        self._marker = ready_marker + b"\n" if ready_marker else b""
-        self.has_ready_marker = bool(ready_marker)
-        self._ready_reply = ready_reply
-        self._gate = ready_gate
-        self._kept = GATED_OUTPUT_KEPT if ready_gate is not None else _PRE_READY_KEPT
-        self._before_ready = bytearray()
-        self.pre_ready_output = b""
-        """What the launched side printed before its ready marker (its last bytes, bounded)."""
+        self._prelude_state: PreludeState | None = None
         self.refusal: RemoteAcpError | None = None
-        """Why the ready gate refused the go-ahead (then :attr:`ready` is never set)."""
-        self._prefix: WriteTicket | None = None
-        if stdin_prefix:
-            self._prefix = WriteTicket(stdin_prefix)
-            self._enqueue(self._prefix)
-        if not ready_marker:
+        """Why the prelude refused the launched side (then :attr:`ready` is never set)."""
+        self._opening: WriteTicket | None = None
+        if prelude is None:
             self.ready.set()
             self._ready_or_lost.set()
+        else:
+            self._prelude_state = prelude.begin()
+            if prelude.opening:
+                self._opening = WriteTicket(prelude.opening)
+                self._enqueue(self._opening)
 
-    def start(self, tg: anyio.abc.TaskGroup) -> None:
-        """Start the connection's tasks in ``tg``.
+    @property
+    def pre_ready_output(self) -> bytes:
+        """What the launched side printed before it was ready (its last bytes, bounded)."""
+        return self._prelude_state.printed if self._prelude_state is not None else b""
+
+    def start(self, tg: anyio.abc.TaskGroup, *beside: tuple[Callable[[], Awaitable[None]], str]) -> None:
+        """Start the connection's tasks in ``tg``, and the ``beside`` ones (function, name) with
+        them (see :func:`watch_agent`).
 
         They are shielded from outside cancellation: a caller cancelled mid-session still gets
         a teardown that sees the agent exit and its pipes drain. :meth:`stop` ends them.
         """
-        for fn, name in (
-            (self._read_loop, "reader"),
-            (self._write_loop, "writer"),
-            (self.process.drain_stderr, "stderr"),
-            (self.process.watch_exit, "exit watch"),
-            (self._release_output, "output release"),
-        ):
+        for fn, name in ((self._read_loop, "reader"), (self._write_loop, "writer"), *beside):
             tg.start_soon(self._shielded, fn, name=f"remote-acp {name}")
 
     async def _shielded(self, fn: Callable[[], Awaitable[None]]) -> None:
@@ -219,6 +225,11 @@ class AgentConnection:
         self.resume_reading()
         for scope in self._scopes:
             scope.cancel()
+
+    @property
+    def closing(self) -> bool:
+        """Teardown began: losses and write failures are expected from here on."""
+        return self._closing
 
     @property
     def loss_message(self) -> str:
@@ -303,17 +314,18 @@ class AgentConnection:
                 await self._queue_ready.wait()
                 continue
             ticket = self._queue[0]
-            if not self.ready.is_set() and ticket is not self._prefix:
-                # Nothing but the prefix goes out before the launched side says it is ready.
+            if not self.ready.is_set() and ticket is not self._opening:
+                # Nothing but the prelude's opening goes out before the launched side is ready.
                 await self._ready_or_lost.wait()
-                if not self.ready.is_set():
-                    self.write_failed = True  # lost before it was ready: nothing will ever be read
+                if self.ready.is_set():
+                    continue  # the prelude's reply now goes first
+                self.write_failed = True  # refused, or lost before it was ready: nothing will be read
             ticket.started = True
             if not self.write_failed:
                 self.writing_since = time.monotonic()
                 self._handler.on_write_started()
                 try:
-                    await self.process.write_stdin(ticket.data)
+                    await self.pipes.write_stdin(ticket.data)
                 except PipeClosed as exc:
                     if not self._closing and not self.write_failed:
                         log.warning("a write to the agent failed", extra={"reason": str(exc)})
@@ -330,15 +342,15 @@ class AgentConnection:
     # -- receiving ----------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        process, framer, handler = self.process, self._framer, self._handler
+        pipes, framer, handler = self.pipes, self._framer, self._handler
         checkpoint = anyio.lowlevel.checkpoint
         while True:
-            data = await process.read_stdout()
+            data = await pipes.read_stdout()
             if not data:
                 break
             self.bytes_received += len(data)
             if not self.ready.is_set():
-                data = self._until_ready(data)
+                data = self._through_prelude(data)
                 if not data:
                     await checkpoint()
                     continue
@@ -350,45 +362,35 @@ class AgentConnection:
             else:
                 await checkpoint()  # a read that did not wait must not keep the loop to itself
         self._dispatch(framer.end())  # an unterminated last line is still a line
-        self.process.stdout_eof.set()
+        pipes.stdout_eof.set()
         self._mark_lost()
 
-    def _until_ready(self, data: bytes) -> bytes:
-        """Look for the ready marker; return what follows it (protocol), else nothing."""
-        pending = self._before_ready
-        pending += data
-        at = pending.find(self._marker)
-        if at < 0:
-            # Keep a bounded tail: enough to find a marker split across reads, to quote, and
-            # for the gate to read.
-            kept = self._kept
-            if len(pending) > kept + len(self._marker):
-                del pending[: len(pending) - kept - len(self._marker)]
-            self.pre_ready_output = bytes(pending[-_PRE_READY_KEPT:])
-            return b""
-        before = bytes(pending[max(0, at - self._kept) : at])
-        self.pre_ready_output = before[-_PRE_READY_KEPT:]
-        rest = bytes(pending[at + len(self._marker) :])
-        pending.clear()
-        if self._gate is not None and self.refusal is None:
-            self.refusal = self._gate(before)
-        if self.refusal is not None:
-            # No go-ahead: the launched side reads the end of its input at teardown and starts
+    def _through_prelude(self, data: bytes) -> bytes:
+        """Feed the prelude; return the protocol bytes that followed its end, else nothing."""
+        state = self._prelude_state
+        if state is None or self.refusal is not None:
+            # Refused: the launched side reads the end of its input at teardown and starts
             # nothing. Nothing queued goes out (the writer fails it), nothing after is protocol.
+            return b""
+        step = state.feed(data)
+        if step is None:
+            return b""
+        if not isinstance(step, Ready):
+            self.refusal = step
             self._ready_or_lost.set()
             return b""
-        if self._ready_reply:
-            # The go-ahead goes first, after the prefix if that is still being written.
-            reply = WriteTicket(self._ready_reply)
-            self._queue.insert(1 if self._queue and self._queue[0] is self._prefix else 0, reply)
+        if step.reply:
+            # The reply goes first, after the opening if that is still being written.
+            reply = WriteTicket(step.reply)
+            self._queue.insert(1 if self._queue and self._queue[0] is self._opening else 0, reply)
             self._queued_bytes += len(reply.data)
             self._queue_ready.set()
         self.ready.set()
         self._ready_or_lost.set()
-        return rest
+        return step.rest
 
     async def wait_ready(self) -> None:
-        """Wait until the launched side is ready for the protocol, or the connection ended."""
+        """Wait until the launched side is ready for the protocol, refused, or the connection ended."""
         await self._ready_or_lost.wait()
 
     def _backlogged(self) -> bool:
@@ -459,22 +461,36 @@ class AgentConnection:
             self._handler.on_lost()
             self._handler.batch_done(0)
 
-    async def _release_output(self) -> None:
-        await self.process.exited.wait()
-        with anyio.move_on_after(self._drain_s):
-            await self.process.stdout_eof.wait()
-            return
-        if self._closing or self.lost.is_set():
-            return
-        log.warning(
-            "agent stdout was not fully collected before the session ended",
-            extra={"drain_bound": f"{self._drain_s:g}s", "pid": self.process.pid},
-        )
-        self.output_abandoned = True
-        self.process.close_stdout()
-
     def begin_close(self) -> None:
         """Teardown started: losses and write failures are expected from here on, and the reader
         no longer waits for room (what it reads now only has to be drained)."""
         self._closing = True
         self.resume_reading()
+
+
+def watch_agent(
+    conn: AgentConnection, process: AgentProcess, *, output_drain_ms: int
+) -> tuple[tuple[Callable[[], Awaitable[None]], str], ...]:
+    """The agent process's tasks, run beside ``conn``'s (:meth:`AgentConnection.start`): its
+    stderr kept, its exit watched, and its output released ``output_drain_ms`` after it exited."""
+    drain_s = output_drain_ms / 1000
+
+    async def release_output() -> None:
+        await process.exited.wait()
+        with anyio.move_on_after(drain_s):
+            await process.stdout_eof.wait()
+            return
+        if conn.closing or conn.lost.is_set():
+            return
+        log.warning(
+            "agent stdout was not fully collected before the session ended",
+            extra={"drain_bound": f"{drain_s:g}s", "pid": process.pid},
+        )
+        conn.output_abandoned = True
+        process.close_stdout()
+
+    return (
+        (process.drain_stderr, "stderr"),
+        (process.watch_exit, "exit watch"),
+        (release_output, "output release"),
+    )

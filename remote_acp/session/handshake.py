@@ -33,7 +33,7 @@ from .exits import ended_cause, exit_facts
 
 if TYPE_CHECKING:
     from ..protocol.jsonrpc import Response
-    from ..targets.launch import LaunchTarget
+    from ..targets.launch import LaunchTarget, Prelude
     from ..targets.process import AgentProcess
     from .connection import AgentConnection
 
@@ -72,9 +72,7 @@ class Handshake:
         *,
         drain_ms: int,
         secrets: tuple[str, ...] = (),
-        ready_timeout_ms: int = 0,
     ) -> None:
-        self._ready_timeout_ms = ready_timeout_ms
         self._conn = conn
         self._process = process
         self._target = target
@@ -145,7 +143,8 @@ class Handshake:
         advertise (the remote rules have been applied by the caller)."""
         timeout_ms = max(read_timeout_ms, floor_ms)
         bound = "initialize_floor_ms" if floor_ms > read_timeout_ms else "read_timeout_ms"
-        await self._wait_ready(self._ready_timeout_ms or timeout_ms)
+        if (prelude := self._conn.prelude) is not None:
+            await self._wait_ready(prelude, prelude.bound_ms or timeout_ms)
         params = initialize_params(__version__, fs_read=fs_read, fs_write=fs_write)
         raw = await self.call("initialize", params, timeout_ms, bound=bound)
         try:
@@ -173,11 +172,12 @@ class Handshake:
                 ErrorKind.RESPONSE_ERROR, f"session/new response did not decode: {exc}", cause=Cause.PROTOCOL_VIOLATION
             ) from None
 
-    async def _wait_ready(self, bound_ms: int) -> None:
-        """Wait for the launched side to say it is ready for the protocol (a remote login done).
+    async def _wait_ready(self, prelude: Prelude, bound_ms: int) -> None:
+        """Wait for the launched side to get through its prelude (a remote login done).
 
-        :raises RemoteAcpError: the connection's loss (with its exit report), or, when it never
-            says so, ``response_timeout`` naming the likely cause and what it printed instead.
+        :raises RemoteAcpError: the prelude's refusal; the connection's loss (with its exit
+            report); or, when it is not ready in time, the prelude's reading of that (naming the
+            likely cause and what it printed instead).
         """
         conn = self._conn
         with anyio.move_on_after(bound_ms / 1000):
@@ -189,17 +189,7 @@ class Handshake:
         if conn.lost.is_set():
             raise await self.lost_error()
         printed = self._masker.quote(conn.pre_ready_output.decode("utf-8", "replace").strip(), 300)
-        special = self._target.ready_error(bound_ms, stderr=self._process.stderr_tail.report(), printed=printed)
-        if special is not None:
-            raise special
-        raise RemoteAcpError(
-            ErrorKind.RESPONSE_TIMEOUT,
-            f"the remote side did not say it was ready within {bound_ms} ms: a login that hangs, or a "
-            "login script (.bashrc, .profile, config.fish...) that reads standard input or starts "
-            "another shell",
-            detail=f"it printed: {printed}" if printed else "it printed nothing",
-            cause=Cause.LOGIN_READS_STDIN,
-        )
+        raise prelude.not_ready_error(bound_ms, stderr=self._process.stderr_tail.report(), printed=printed)
 
     async def lost_error(self) -> RemoteAcpError:
         """The error for a connection lost before an answer."""
@@ -215,7 +205,7 @@ class Handshake:
                 ErrorKind.PORT_EXIT, "agent connection ended before responding", cause=Cause.AGENT_LOST
             )
         stderr = process.stderr_tail.report()
-        ready = conn.ready.is_set() if conn.has_ready_marker else None
+        ready = conn.ready.is_set() if conn.prelude is not None else None
         special = self._target.exit_error(status, agent_wrote=conn.bytes_received > 0, stderr=stderr, ready=ready)
         if special is not None:
             return special

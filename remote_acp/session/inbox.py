@@ -88,7 +88,7 @@ def _size(event: Event) -> int:
 class Inbox:
     """The session's :class:`~remote_acp.session.connection.ConnectionHandler`.
 
-    ``changed`` is called whenever something the session's supervisor acts on has changed (an
+    ``changed`` is called whenever something the session's oversight task acts on has changed (an
     induced ending to send a cancel for, a lost connection, a failed write).
     """
 
@@ -258,7 +258,7 @@ class Inbox:
 
     def on_write_started(self) -> None:
         if self.turn is not None:
-            self._changed()  # the supervisor bounds how long the write may wait
+            self._changed()  # the oversight task bounds how long the write may wait
 
     def batch_started(self) -> None:
         self.normalizer.batch_time = utc_now()

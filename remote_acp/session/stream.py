@@ -23,10 +23,10 @@ __all__ = ["TurnDriver", "TurnStream"]
 class TurnDriver(Protocol):
     """What a :class:`TurnStream` needs from its session."""
 
-    async def _accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]: ...
-    async def _next_events(self, machine: TurnMachine) -> list[Event]: ...
-    async def _abort(self, machine: TurnMachine) -> None: ...
-    def _cancel_turn(self, machine: TurnMachine) -> None: ...
+    async def accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]: ...
+    async def next_events(self, machine: TurnMachine) -> list[Event]: ...
+    async def abort(self, machine: TurnMachine) -> None: ...
+    def cancel(self, machine: TurnMachine) -> None: ...
 
 
 class TurnStream:
@@ -68,13 +68,13 @@ class TurnStream:
     def cancel(self) -> None:
         """Cancel this turn (see :meth:`Session.cancel <remote_acp.Session.cancel>`)."""
         if self._machine is not None:
-            self._driver._cancel_turn(self._machine)
+            self._driver.cancel(self._machine)
 
     async def __aenter__(self) -> TurnStream:
         if self._state != "new":
             raise RuntimeError("a turn can be entered once; start another with session.turn(text)")
         self._state = "open"
-        accepted = await self._driver._accept(self._text)
+        accepted = await self._driver.accept(self._text)
         if isinstance(accepted, tuple):
             self._not_started, event = accepted
             self._buffer.append(event)
@@ -87,7 +87,7 @@ class TurnStream:
     ) -> None:
         self._state = "closed"
         if self._machine is not None and self._machine.result is None:
-            await self._driver._abort(self._machine)
+            await self._driver.abort(self._machine)
 
     def __aiter__(self) -> TurnStream:
         self._check_open()
@@ -99,7 +99,7 @@ class TurnStream:
             machine = self._machine
             if machine is None or (machine.result is not None and not machine.events):
                 raise StopAsyncIteration
-            self._buffer.extend(await self._driver._next_events(machine))
+            self._buffer.extend(await self._driver.next_events(machine))
         return self._buffer.popleft()
 
     def _check_open(self) -> None:

@@ -11,7 +11,7 @@ waits, never sends, never reads a clock; so every rule of a turn is tested witho
 The buffer between the agent and the caller is bounded. While a turn runs, the session stops
 reading the agent once :attr:`TurnMachine.full` says so, which pushes back on the agent through
 its stdout pipe; reading resumes when the caller has taken everything. The bounds do not wait
-for the caller: the session's supervisor applies them on time, and the terminal event goes in
+for the caller: the session's oversight task applies them on time, and the terminal event goes in
 after whatever the caller has not taken yet. Once an ending is decided the session must read on
 to find the runtime's answer, so the events that no longer fit are dropped and counted.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .core import open_session
+from .core import open_verification_session
 
 if TYPE_CHECKING:
     from ..options import SessionOptions
@@ -49,6 +49,6 @@ async def verify_credentials(
         answers ``-32000``; ``port_exit`` with the early exit report when the runtime exits
         before answering; and the other start-up kinds.
     """
-    async with open_session(workspace, options, target, _verification=True) as session:
+    async with open_verification_session(workspace, options, target) as session:
         info = session.info
         return CredentialVerdict(info.agent_name, info.agent_version, info.session_id, info.auth_methods)

@@ -5,6 +5,11 @@ and working directory of one local process. Everything above this layer (process
 session) works on the spec and never asks which target made it. Target-specific rules that
 matter later in a session's life (how an exit status reads on a remote launch) live on the
 target too, in :meth:`LaunchTarget.exit_error`.
+
+A target whose launched side must do something before the protocol starts (ssh's login: the
+script on stdin, a ready marker, a go-ahead) says so with the spec's :class:`Prelude`, which the
+connection runs on the raw byte stream and then hands over (as httpcore keeps ``start_tls`` in
+its backend): the connection itself is JSON-RPC over a ready stream.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ __all__ = [
     "LocalTarget",
     "MINIMAL_ENV",
     "MINIMAL_ENV_PREFIX",
+    "Prelude",
+    "PreludeState",
+    "Ready",
     "allowed_environment",
     "check_env_text",
     "check_local_workspace",
@@ -37,6 +45,57 @@ __all__ = [
     "command_argv",
     "resolve_program",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The launched side is ready for the protocol."""
+
+    reply: bytes
+    """Written first, before any protocol byte (a go-ahead; may be empty)."""
+    rest: bytes
+    """What followed on stdout, in the same read: the protocol's first bytes."""
+
+
+class PreludeState(Protocol):
+    """One launch's run of a :class:`Prelude`: fed the raw stdout until it says ready (no I/O)."""
+
+    @property
+    def printed(self) -> bytes:
+        """What the launched side printed so far, not protocol (its last bytes, bounded)."""
+        ...
+
+    def feed(self, data: bytes) -> Ready | RemoteAcpError | None:
+        """Read ``data``: ``None`` while not ready (the bytes are not protocol); :class:`Ready`
+        once ready; an error when the launched side may not start (the start fails with it,
+        and nothing more is fed). Never raises."""
+        ...
+
+
+class Prelude(Protocol):
+    """A launched side's own step before the protocol (a remote login), described by its target.
+
+    The connection writes :attr:`opening`, and nothing else, until the state :meth:`begin`
+    returned says ready; the session waits for that at most :attr:`bound_ms` (``0``: the
+    ``initialize`` bound) and then fails the start with :meth:`not_ready_error`.
+    """
+
+    @property
+    def opening(self) -> bytes:
+        """Written to stdin first."""
+        ...
+
+    @property
+    def bound_ms(self) -> int: ...
+
+    def begin(self) -> PreludeState:
+        """A fresh run, for one launch (a session may launch its agent more than once)."""
+        ...
+
+    def not_ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError:
+        """Why the launched side did not get ready within ``bound_ms``; ``printed``: what it
+        printed instead (masked, bounded), ``stderr``: its stderr report."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,27 +108,33 @@ class LaunchSpec:
     target: str
     """A short label for logs: ``local`` or the host."""
     remote: bool = False
-    stdin_prefix: bytes = field(default=b"", repr=False)
-    """Bytes written to the agent's stdin before the first protocol byte."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Values masked wherever the agent's output is shown."""
-    ready_marker: bytes = b""
-    """When set, the launched side prints this line on stdout once it is ready for the protocol
-    (a remote login done): until then only :attr:`stdin_prefix` is written, and what comes before
-    the line on stdout is not protocol (it is kept, bounded, for the error that names it)."""
-    ready_reply: bytes = field(default=b"", repr=False)
-    """Written first once the marker was seen: the launched side's go-ahead."""
-    ready_timeout_ms: int = 0
-    """How long the marker may take (``0``: the ``initialize`` bound)."""
-    ready_gate: Callable[[bytes], RemoteAcpError | None] | None = field(default=None, repr=False)
-    """Asked once the marker was seen, with what came before it on stdout (up to
-    :data:`~remote_acp.session.connection.GATED_OUTPUT_KEPT` bytes): ``None`` lets the go-ahead
-    go; an error refuses it, and the session's start fails with that error while the launched
-    side, never given the go-ahead, starts nothing. It must not raise."""
+    prelude: Prelude | None = field(default=None, repr=False)
+    """The launched side's step before the protocol, if it has one (ssh's login)."""
     stderr_chatter: Callable[[str], bool] | None = field(default=None, repr=False)
     """Tells the launcher's own lines on stderr (ssh's at ``LogLevel VERBOSE``): the stderr tail
     keeps them apart, out of what is logged and shown (see
     :class:`~remote_acp.targets.stderr_tail.StderrTail`)."""
+
+    # Read-only views of a ready-marker prelude, for code that speaks the start by hand; new code
+    # reads :attr:`prelude` (a :class:`~remote_acp.targets.ready_marker.ReadyMarker` over ssh).
+    @property
+    def stdin_prefix(self) -> bytes:
+        return self.prelude.opening if self.prelude is not None else b""
+
+    @property
+    def ready_marker(self) -> bytes:
+        return _bytes_of(self.prelude, "marker")
+
+    @property
+    def ready_reply(self) -> bytes:
+        return _bytes_of(self.prelude, "reply")
+
+
+def _bytes_of(prelude: Prelude | None, name: str) -> bytes:
+    value = getattr(prelude, name, b"")
+    return value if isinstance(value, bytes) else b""
 
 
 class LaunchTarget(Protocol):
@@ -102,12 +167,7 @@ class LaunchTarget(Protocol):
     ) -> RemoteAcpError | None:
         """A target-specific reading of the launched process's exit, or ``None`` for the generic one.
 
-        ``ready``: whether the launched side said it was ready (``None``: it has no marker)."""
-        ...
-
-    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
-        """Why a launched side with a ready marker did not print it within ``bound_ms`` (``printed``:
-        what it printed instead, masked), or ``None`` for the generic reading."""
+        ``ready``: whether the launched side got through its :class:`Prelude` (``None``: it has none)."""
         ...
 
 
@@ -286,7 +346,4 @@ class LocalTarget:
     def exit_error(
         self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None
     ) -> RemoteAcpError | None:
-        return None
-
-    def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
         return None

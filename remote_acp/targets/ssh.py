@@ -14,8 +14,10 @@ ahead of the protocol, with the workspace, the command and the carried environme
 so that no shell reads them as code. The script enters the workspace (a failing ``cd`` exits
 with its own status and message, and can never run the command), imports the environment, checks
 the supervisor's tools, prints a per-session ready marker and waits for the client's go-ahead
-line: nothing but that prefix is sent before the marker (so a login script that reads stdin or
-prints cannot eat or garble the protocol, and a login that takes longer than
+line (the spec's :class:`~remote_acp.targets.ready_marker.ReadyMarker` prelude, which the
+connection runs before the protocol): nothing but that prefix is sent before the marker (so a
+login script that reads stdin or prints cannot eat or garble the protocol, and a login that takes
+longer than
 :func:`~remote_acp.targets.ssh_argv.ready_bound_ms` ends the session with a message naming the
 likely cause), and an agent is never started for a session the client gave up. Then it starts
 the agent in the background with the session's stdin and supervises it: a watchdog notices when
@@ -74,6 +76,7 @@ from ..errors import ErrorKind, RemoteAcpError
 from ..logs import get_logger
 from ..masking import secret_values
 from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
+from .ready_marker import ReadyMarker
 from .ssh_argv import local_ssh_options, ready_bound_ms, ssh_argv
 from .ssh_config import (
     effective_host_key_policy,
@@ -269,11 +272,14 @@ class SshTarget:
             cwd=None,
             target=destination.label,
             remote=True,
-            stdin_prefix=stdin_prefix(script, whole_input=True),  # nothing else goes before the marker
-            ready_marker=marker.encode(),
-            ready_reply=READY_REPLY,
-            ready_timeout_ms=ready_bound_ms(self.settings) + (self.preflight.bound_ms if self.preflight else 0),
-            ready_gate=self.preflight.admit if self.preflight is not None else None,
+            prelude=ReadyMarker(
+                opening=stdin_prefix(script, whole_input=True),  # nothing else goes before the marker
+                marker=marker.encode(),
+                reply=READY_REPLY,
+                bound_ms=ready_bound_ms(self.settings) + (self.preflight.bound_ms if self.preflight else 0),
+                gate=self.preflight.admit if self.preflight is not None else None,
+                explain=self.ready_error,
+            ),
             stderr_chatter=is_ssh_chatter,
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
@@ -321,6 +327,8 @@ class SshTarget:
         return _shown(error, whole, stderr)
 
     def ready_error(self, bound_ms: int, *, stderr: str, printed: str) -> RemoteAcpError | None:
+        """ssh's reading of a ready marker that did not come (the prelude's ``explain``): a
+        connection that never completed, or a login that hangs; ``None`` for the generic one."""
         whole = _whole(stderr)
         error = ssh_ready_error(self.label, bound_ms, stderr=whole, printed=printed, config=self.settings.config_file)
         return _shown(error, whole, stderr)
