@@ -12,7 +12,7 @@ from tests.support.orphans import MARKER_NAME, become_subreaper, kill_marked, li
 from tests.support.tiers import classify, forbid_processes, needs_process
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator, Iterator
     from pathlib import Path
 
 
@@ -199,6 +199,23 @@ def _forbidden(attempts: list[str], phase: str) -> str:
         f"started a process in its {phase} without the `process` mark ({'; '.join(attempts)}): mark it "
         "`process` (or `ssh`/`runtime`) in the test, or in the root conftest.py's tables"
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Captured output as UTF-8 can carry it: a test's logs may hold a lone surrogate (a path no
+    file can have), which a report sent from a parallel worker could not encode."""
+    report = yield
+    report.sections = [(title, _encodable(text)) for title, text in report.sections]
+    if isinstance(report.longrepr, str):
+        report.longrepr = _encodable(report.longrepr)
+    return report
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ check sees them too.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -170,9 +171,23 @@ class SshLab:
         return host
 
     def _namespaced_host(self, alias: str) -> SshHost:
-        tag = f"{os.getpid() % 10000}"
+        # Labs of parallel test processes each take a namespace and a subnet no other lab holds:
+        # chosen and created under one lock, so two labs starting at once never pick the same.
+        with open("/tmp/remote-acp-sshlab.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._namespaced_host_locked(alias)
+
+    def _namespaced_host_locked(self, alias: str) -> SshHost:
+        taken = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+        for step in range(200):
+            subnet = 10 + (os.getpid() + step) % 200
+            tag = f"{(os.getpid() + step) % 10000}"
+            if f"10.231.{subnet}." not in taken and f"ralab{tag}" not in names.split():
+                break
+        else:
+            raise RuntimeError("no free subnet for the namespaced lab host")
         namespace, veth, peer = f"ralab{tag}", f"ralab{tag}h", f"ralab{tag}n"
-        subnet = 10 + os.getpid() % 200
         host_ip, ns_ip = f"10.231.{subnet}.1", f"10.231.{subnet}.2"
         for cmd in (
             ["ip", "netns", "add", namespace],

@@ -34,7 +34,7 @@ import pytest
 
 from hostinv.causes import CAUSES, Cause
 from integration.sshlab import SshLab, free_port
-from integration.users import SHELLS, User, agent_pythonpath, closed_to_others, throwaway_user, uid_processes
+from integration.users import SHELLS, User, agent_pythonpath, for_others, throwaway_user, uid_processes
 from remote_acp.fleet.report import TABLE_COLUMNS
 from remote_acp.targets.process_tree import alive
 from tests.support.agents import wait_until
@@ -118,9 +118,9 @@ class Users:
 @pytest.fixture(scope="module")
 def users(ssh_lab: SshLab, qwen_installed: Path) -> Iterator[Users]:
     assert PYTHON is not None
-    closed = closed_to_others(qwen_installed)
-    # qwen-code (144 MB) runs from the checkout's .tools as a throwaway user, who must reach it.
-    assert closed is None, f"{closed} is closed to other users: clone the project where they can traverse it"
+    # qwen-code (144 MB) runs as a throwaway user, who must reach it: from the checkout's .tools,
+    # or from a copy where the checkout lies under a directory closed to others.
+    qwen_exe = for_others(qwen_installed, qwen_installed.parents[2])
     base = Path(tempfile.mkdtemp(prefix="ra-fleet-"))
     base.chmod(0o755)
     # Shared by every user of the fleet: one workspace for the command, one place for pids.
@@ -145,7 +145,7 @@ def users(ssh_lab: SshLab, qwen_installed: Path) -> Iterator[Users]:
             agent.write(f"bin/{AGENT}", scripted, mode=0o755)
             behind.write(f"bin/{AGENT}", scripted, mode=0o755)
             login.write(f"tools/{AGENT}", scripted, mode=0o755)
-            qwen.write(f"bin/{AGENT}", QWEN.format(qwen=shlex.quote(str(qwen_installed)), pids=pids), mode=0o755)
+            qwen.write(f"bin/{AGENT}", QWEN.format(qwen=shlex.quote(str(qwen_exe)), pids=pids), mode=0o755)
             qwen.write(".qwen/settings.json", json.dumps(settings, indent=2) + "\n")
             yield Users(agent, behind, login, qwen, base, pids, workspace)
     finally:

@@ -39,6 +39,7 @@ __all__ = [
     "User",
     "agent_pythonpath",
     "closed_to_others",
+    "for_others",
     "login_shell",
     "throwaway_user",
     "uid_processes",
@@ -207,20 +208,63 @@ def _kill_user_processes(name: str) -> None:
 
 @functools.cache
 def agent_pythonpath() -> Path:
-    """A directory every user can read holding a copy of this checkout's ``remote_acp`` package
-    (compiled), for ``PYTHONPATH`` when a throwaway user runs the scripted agent: the checkout
-    itself may sit where they cannot reach (a clone under a 0700 directory, root's home). Made
-    once per test process, removed when it exits."""
-    base = Path(tempfile.mkdtemp(prefix="ra-agentpath-"))
-    atexit.register(shutil.rmtree, base, ignore_errors=True)
-    source = Path(__file__).resolve().parents[1] / "remote_acp"
-    shutil.copytree(source, base / "remote_acp", ignore=shutil.ignore_patterns("__pycache__"))
+    """A directory every user can read holding a copy of this checkout's packages (``remote_acp``
+    and ``hostinv``, which it imports; compiled), for ``PYTHONPATH`` when a throwaway user runs the
+    scripted agent: the checkout itself may sit where they cannot reach (a clone under a 0700
+    directory, root's home). Made once per test process, removed when it exits."""
+    base = _shared_dir("ra-agentpath-")
+    for package in ("remote_acp", "hostinv"):
+        shutil.copytree(CHECKOUT / package, base / package, ignore=shutil.ignore_patterns("__pycache__"))
     compileall.compile_dir(base, quiet=1)  # the agent's interpreter may not write bytecode there
-    for directory, _subdirs, files in os.walk(base):
+    _open_to_all(base)
+    return base
+
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def for_others(path: Path, tree: Path) -> Path:
+    """``path`` (inside the directory ``tree``) as every user can reach it: itself when no
+    directory above ``tree`` is closed to others; otherwise the same path in a copy of ``tree``
+    made once per test process in a world-readable directory (files hard-linked where the file
+    system allows, so a large runtime costs no space), removed when the process exits."""
+    if closed_to_others(tree) is None:
+        return path
+    return _shared_copy(tree.resolve()) / path.absolute().relative_to(tree.absolute())
+
+
+@functools.cache
+def _shared_copy(tree: Path) -> Path:
+    base = _shared_dir("ra-shared-")
+    copy = base / tree.name
+
+    def link_or_copy(source: str, destination: str) -> object:
+        try:
+            os.link(source, destination)
+        except OSError:  # another file system, or links refused: a copy
+            shutil.copy2(source, destination)
+        return destination
+
+    shutil.copytree(tree, copy, symlinks=True, copy_function=link_or_copy)
+    _open_to_all(copy)
+    return copy
+
+
+def _shared_dir(prefix: str) -> Path:
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    base.chmod(0o755)
+    return base
+
+
+def _open_to_all(root: Path) -> None:
+    """Directories traversable and files readable by every user (executables stay executable)."""
+    for directory, _subdirs, files in os.walk(root):
         os.chmod(directory, 0o755)
         for name in files:
-            os.chmod(os.path.join(directory, name), 0o644)
-    return base
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o444)
 
 
 def closed_to_others(path: Path) -> Path | None:

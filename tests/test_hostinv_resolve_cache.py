@@ -237,7 +237,22 @@ def test_the_directories_an_include_looks_in(line: str, directories: list[str] |
     assert resolve_cache._include_dirs(line, "/home/u") == directories
 
 
-def test_the_ssh_a_path_finds_is_searched_for_once_a_moment(tmp_path: Path) -> None:
+class _Clock:
+    """``time`` as ``resolve_cache`` sees it, with a monotonic clock the test moves on."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+def test_the_ssh_a_path_finds_is_searched_for_once_a_moment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(resolve_cache, "time", clock)
     first, second = tmp_path / "a", tmp_path / "b"
     for directory in (first, second):
         directory.mkdir()
@@ -247,5 +262,5 @@ def test_the_ssh_a_path_finds_is_searched_for_once_a_moment(tmp_path: Path) -> N
     (first / "ssh").unlink()  # within the moment the answer stands; another PATH is its own
     assert resolve_cache.which_ssh({"PATH": str(first)}) == str(first / "ssh")
     assert resolve_cache.which_ssh({"PATH": f"{first}:{second}"}) == str(second / "ssh")
-    time.sleep(resolve_cache._WHICH_FOR_S + 0.05)
+    clock.ahead = resolve_cache._WHICH_FOR_S + 0.05  # the moment has passed
     assert resolve_cache.which_ssh({"PATH": str(first)}) == "ssh"  # none there now

@@ -45,10 +45,16 @@ class StallingServer:
             self.connections.append(conn)
 
     def close(self) -> None:
+        # Closing a listening socket does not wake a thread blocked in accept(); shutting it down
+        # does (accept() fails at once), so the thread ends now rather than at join's timeout.
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
+        self.thread.join(5)
         for conn in self.connections:
             conn.close()
-        self.thread.join(5)
 
 
 def free_port(address: str) -> int:
