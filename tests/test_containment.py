@@ -24,6 +24,7 @@ from remote_acp.targets.launch import LaunchSpec
 from remote_acp.targets.process import AgentProcess
 from tests.support.agents import fast_options, scripted
 from tests.support.orphans import alive
+from tests.support.processes import gone_within, supervisor_of
 
 pytestmark = pytest.mark.anyio
 
@@ -59,15 +60,6 @@ CONTROLLER = textwrap.dedent(
 )
 
 
-async def gone_within(pids: list[int], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        await anyio.sleep(0.05)
-    return True
-
-
 def pid_in(path: Path) -> int | None:
     try:
         return int(path.read_text())
@@ -86,12 +78,6 @@ async def read_pid_file(path: Path, seconds: float = 10.0) -> int:
 def environment_of(pid: int) -> bytes:
     with open(f"/proc/{pid}/environ", "rb") as f:
         return f.read()
-
-
-def supervisor_of(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        raw = f.read()
-    return int(raw[raw.rindex(b")") + 2 :].split()[1])
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from remote_acp.targets.launch import LaunchSpec
 from remote_acp.targets.process import SESSION_MARK, AgentProcess
 from tests.support.agents import scripted
 from tests.support.orphans import alive
-from tests.test_containment import gone_within, supervisor_of
+from tests.support.processes import gone_within, supervisor_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

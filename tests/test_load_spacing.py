@@ -18,8 +18,7 @@ from remote_acp import open_session
 from remote_acp.cli.history import SessionHistory, SessionRecord
 from remote_acp.session.continuation import OriginLedger
 from tests.support.agents import fast_options, scripted
-
-from .test_cli import AGENT, CLI, cli, json_lines
+from tests.support.cli import AGENT, CLI, cli, json_lines
 
 
 class FakeClock:

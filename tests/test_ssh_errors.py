@@ -14,26 +14,11 @@ from remote_acp.targets.ssh_errors import authenticated, ssh_exit_error, ssh_rea
 from remote_acp.targets.ssh_script import INCOMPLETE_MARK, TOOL_MARK
 from tests.support.ssh_build import SIGNAL_MARK, WORKSPACE_MARK
 
-LOGIN = 'Authenticated to 10.0.0.5 ([10.0.0.5]:22) using "publickey".'
-TRANSFER = "Transferred: sent 3512, received 3344 bytes, in 0.1 seconds | Bytes per second: sent 63115.9, received 1.0"
-CHANGED_KEY = " | ".join(
-    [
-        "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@",
-        "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @",
-        "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@",
-        "IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!",
-        "Add correct host key in /home/u/.ssh/known_hosts to get rid of this message.",
-        "Offending ED25519 key in /home/u/.ssh/known_hosts:1",
-        "remove with:",
-        'ssh-keygen -f "/home/u/.ssh/known_hosts" -R "[build]:2222"',
-        "Host key for [build]:2222 has changed and you have requested strict checking.",
-        "Host key verification failed.",
-    ]
-)
-UNKNOWN_KEY = (
-    "No ED25519 host key is known for [build]:2222 and you have requested strict checking. | "
-    "Host key verification failed."
-)
+# Also read from here by tests/test_fleet_verdicts.py, hence the explicit re-export.
+from tests.support.ssh_stderr import CHANGED_KEY as CHANGED_KEY
+from tests.support.ssh_stderr import LOGIN as LOGIN
+from tests.support.ssh_stderr import TRANSFER
+from tests.support.ssh_stderr import UNKNOWN_KEY as UNKNOWN_KEY
 
 
 def read(code: int, stderr: str, *, agent_wrote: bool = False, ready: bool | None = None) -> RemoteAcpError | None:
