@@ -337,7 +337,7 @@ async def test_a_host_whose_agent_never_answers_draws_one_placement_not_every_on
     fleet.users[0].write("blackhole", "")
     pool = fleet.pool(count=2, capacity=4)
     options = SessionOptions(command=fleet.agent, read_timeout_ms=1000, initialize_floor_ms=2000)
-    tried: list[list[str]] = []
+    tried: list[list[tuple[str, str]]] = []
     for _ in range(3):
         with anyio.fail_after(60):
             async with pool.session(fleet.workspace, options) as placed:

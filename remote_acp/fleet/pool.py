@@ -348,8 +348,10 @@ class HostPool:
         if at < view.at or at < view.floor:
             return  # a newer look is kept
         view.probe, view.at, view.base = probe, at, base
-        if failed or probe.verdict is Verdict.UNREACHABLE or (
-            probe.cause is not None and CAUSES[probe.cause].verdict == Verdict.UNREACHABLE
+        if (
+            failed
+            or probe.verdict is Verdict.UNREACHABLE
+            or (probe.cause is not None and CAUSES[probe.cause].verdict == Verdict.UNREACHABLE)
         ):
             view.downs += 1
             backoff = min(self.down_backoff_s * 2 ** min(view.downs - 1, 16), MAX_DOWN_BACKOFF_S)

@@ -35,6 +35,7 @@ _VERDICT_KIND: Final = {
 MAX_CORES: Final = 4096
 """More cores than any host has: a report claiming more is not believed for ranking."""
 
+
 def free_slots(host: Host, probe: ProbeResult, since: int) -> int | None:
     """Free slots by ``probe``, less ``since`` sessions started there after it; ``None``: no slot
     for this host (not ready). A host that cannot count its slots is taken to have them all."""
