@@ -38,8 +38,15 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "sk-hostile-5f0c7a2e9b41d8"
 HOSTILE = f"{SECRET}\n2026-01-01 error: forged line\x1b[2J\x1b]0;pwned\x07"
-ENV = {"HOSTILE_TEST_API_KEY": SECRET, "HOSTILE_TEXT": HOSTILE}
+ENV = {"HOSTILE_TEST_API_KEY": SECRET}
 TARGET = LocalTarget(extra_env=ENV)
+
+
+@pytest.fixture(autouse=True)
+def hostile_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Inherited, not chosen: a value passed on purpose (extra_env) would be masked whole, and
+    # what is under test here is the escaping of the text around the secret.
+    monkeypatch.setenv("HOSTILE_TEXT", HOSTILE)
 
 
 async def turn(workspace: str, prompt: str, *agent_args: str) -> tuple[TurnResult, list[Event]]:
