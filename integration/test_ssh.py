@@ -99,7 +99,7 @@ async def test_closed_port_is_ssh_connection_failed(ssh_lab: SshLab) -> None:
     err = await start_error(ssh_lab, tgt)
     assert (err.kind, err.cause, err.retryable) == (ErrorKind.PORT_EXIT, Cause.CONNECT_REFUSED, True)
     assert err.message.endswith("Connection refused") and "refused the ssh connection" in err.message
-    assert "Connection refused" in err.detail
+    assert "Connection refused" in err.facts.ssh_reason and err.detail == ""  # said once, in the message
 
 
 async def test_unknown_host_key_with_policy_yes(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ async def test_wrong_client_key(ssh_lab: SshLab, tmp_path: Path) -> None:
     err = await start_error(ssh_lab, target(ssh_lab, config=config))
     assert err.kind is ErrorKind.PORT_EXIT and not err.retryable
     assert err.message.startswith("lab1 refused the authentication")
-    assert "Permission denied" in err.detail
+    assert "Permission denied" in err.message and "Permission denied" in (err.facts.ssh_reason or "")
 
 
 async def test_missing_remote_binary_is_agent_not_found(ssh_lab: SshLab) -> None:

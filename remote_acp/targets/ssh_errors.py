@@ -225,11 +225,11 @@ def _connection_error(label: str, reason: str, stderr: str, facts: ErrorFacts) -
     """ssh failed before the server accepted the login: the cause from ssh's own words."""
     from dataclasses import replace
 
-    # The message quotes ssh's reason; the tail is detail only when it says more than that.
+    # A message that quotes ssh's reason takes the tail as detail only when it says more than that.
     more_said = [line for line in _lines(stderr) if not _CHATTER.match(line) and line.removeprefix("ssh: ") != reason]
-    detail = stderr if more_said else ""
 
     def error(cause: Cause, message: str, **more: Any) -> RemoteAcpError:
+        detail = stderr if more_said or not reason or reason not in message else ""
         return RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=detail, cause=cause, facts=replace(facts, **more))
 
     said = f": {reason}" if reason else ""
