@@ -291,3 +291,44 @@ def test_the_watchdog_leaves_no_sleep_behind_when_the_agent_ends(tmp_path: Path)
     while find_marked(mark) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not find_marked(mark), "a process of the supervisor outlived its script"
+
+
+def _starttime(stat: bytes) -> int:
+    return int(stat[stat.rindex(b")") + 2 :].split()[19])
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"), reason="no children lists")
+def test_the_sweeps_first_pass_finds_a_descendant_that_left_the_tree_and_skips_older_processes(tmp_path: Path) -> None:
+    # The teardown reads environments only where the session's token can be (ssh_script._SINCE):
+    # the subtrees of its ancestors' children started since its shell. A process that called
+    # setsid and lost its parent is re-parented to one of those ancestors (this test process is a
+    # subreaper, else init), so it is listed; a process that started before the shell is not.
+    from remote_acp.targets.ssh_script import _SINCE
+
+    older = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+    script = (
+        'cat "/proc/$$/stat" >"$1/shell"\n'
+        "sh -c 'setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!' >\"$1/escaped\"\n"
+        'awk -v shell="$$" -v skip= "$2"\n'
+    )
+    try:
+        with open(f"/proc/{older.pid}/stat", "rb") as f:
+            older_stat = f.read()
+        done = subprocess.run(
+            ["sh", "-c", script, "sweep", str(tmp_path), _SINCE],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        )  # fmt: skip
+    finally:
+        if (tmp_path / "escaped").exists():
+            os.kill(int((tmp_path / "escaped").read_text()), signal.SIGKILL)
+        older.kill()
+        older.wait()
+    assert done.returncode == 0, done.stderr
+    listed = done.stdout.split()
+    assert "ALL" not in listed
+    assert (tmp_path / "escaped").read_text().strip() in listed
+    shell_stat = (tmp_path / "shell").read_bytes()
+    shell = shell_stat.split()[0].decode()
+    assert shell not in listed and str(os.getpid()) not in listed  # ancestors are not candidates
+    if _starttime(older_stat) < _starttime(shell_stat):  # in clock ticks: the same tick counts as since
+        assert str(older.pid) not in listed

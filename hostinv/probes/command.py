@@ -327,17 +327,20 @@ __SLOT_DIR__
   elif [ ! -r /proc/locks ]; then _hp_unavailable slots
   elif [ -z "$_hp_any" ]; then _hp_put slots_held 0
   else
-    # The lock's device must be the directory's too (stat's decimal st_dev as /proc/locks
-    # writes it, major:minor in hex), so a lock on another file system's same inode is not
-    # counted; without stat -c the inode alone decides. ls's listing arrives on stdin.
-    _hp_dev=$(stat -c %d -- "$_hp_sd" 2>/dev/null) || _hp_dev=
-    _hp_int "$_hp_dev" || _hp_dev=
-    _hp_v=$(ls -i -- "$_hp_sd" 2>/dev/null | awk -v dev="$_hp_dev" -v locks=/proc/locks '
-      BEGIN { if (dev != "") want = sprintf("%02x:%02x", int(dev / 256) % 4096, dev % 256 + int(dev / 1048576) * 256) }
-      FILENAME != locks && $2 ~ /^slot-[0-9]+$/ { ino[$1] = 1 }
-      FILENAME == locks && $2 == "FLOCK" { n = split($6, d, ":")
-        if ((d[n] in ino) && (want == "" || d[1] ":" d[2] == want) && !seen[d[n]]++) held++ }
-      END { print held + 0 }' - /proc/locks 2>/dev/null) || _hp_v=
+    # A lock counts when its device and inode (major:minor:inode as /proc/locks writes them, in
+    # hex) are a slot file's, from stat's decimal st_dev and inode: one program lists them all,
+    # in the directory (so the names stay plain whatever its path holds). Without stat -c, ls's
+    # inodes alone decide. No slot file: nothing is held, and nothing is run.
+    _hp_v=$(cd -- "$_hp_sd" 2>/dev/null || exit 1
+      set -- slot-*
+      [ -e "$1" ] || [ -h "$1" ] || { echo 0; exit 0; }
+      { stat -c '%d %i %n' -- "$@" 2>/dev/null || ls -i -- . 2>/dev/null; } | awk -v locks=/proc/locks '
+        FILENAME != locks && NF == 3 && $3 ~ /^slot-[0-9]+$/ { dev = $1
+          key[sprintf("%02x:%02x:%s", int(dev / 256) % 4096, dev % 256 + int(dev / 1048576) * 256, $2)] = 1 }
+        FILENAME != locks && NF == 2 && $2 ~ /^slot-[0-9]+$/ { ino[$1] = 1 }
+        FILENAME == locks && $2 == "FLOCK" { n = split($6, d, ":")
+          if ((((d[1] ":" d[2] ":" d[n]) in key) || (d[n] in ino)) && !seen[d[n]]++) held++ }
+        END { print held + 0 }' - /proc/locks 2>/dev/null) || _hp_v=
     if _hp_int "$_hp_v"; then _hp_put slots_held "$_hp_v"; else _hp_unavailable slots; fi
   fi
 fi

@@ -181,6 +181,75 @@ handler, which would take a TERM and lose it in the ``exec``. Either way the old
 sleep behind for a second. Before the first sleep, ``$!`` is still the main shell's last job,
 the agent, already reaped: left alone."""
 
+# Where the session's token may be, read from /proc by awk (_ra_since, on Linux): the processes
+# that a full scan of /proc/*/environ would have to read, narrowed without reading every process.
+# A descendant of the agent is, at any moment, in the subtree of a child of one of this awk's
+# ancestors (itself, the subshells above it, the script's shell, the per-connection sshd... up to
+# init): while its chain to the agent holds, under the shell; once a parent died, re-parented by
+# the kernel to a subreaper among the dying parent's ancestors or to init, which are ancestors of
+# ours too (or descendants of the agent, walked anyway). Such a subtree's root started no earlier
+# than the script's shell. So: the children of every ancestor (the watchdog's pid, `skip`, and
+# the chain itself left out) that started at or after the shell, and every descendant of those,
+# printed one pid a line; the ancestors' children are read again until a reading finds none new,
+# so a process re-parented while the subtrees were walked is not missed. "ALL" where that cannot
+# be told (a file unreadable, as under hidepid or without CONFIG_PROC_CHILDREN, or a process with
+# more than one thread, whose other threads' children this cannot list): then every environ is
+# read, as before. Nothing printed: nothing can carry the token, and no environ is read at all.
+_SINCE: Final = r"""
+function st(p,   f, line, r) {
+  f = "/proc/" p "/stat"; line = ""
+  r = (getline line < f); close(f)
+  if (r <= 0) return 0
+  ID = line; sub(/ .*/, "", ID)
+  sub(/.*\) /, "", line)
+  return split(line, F, " ") >= 20
+}
+function kids(p,   f, line, r) {
+  f = "/proc/" p "/task/" p "/children"; line = ""
+  r = (getline line < f); close(f)
+  if (r < 0) return -1
+  return split(line, K, " ")
+}
+BEGIN {
+  p = "self"; n = 0; t = ""
+  while (n < 4096) {
+    if (!st(p)) { print "ALL"; exit }
+    p = ID; chain[p] = 1; up[++n] = p
+    if (p == shell) t = F[20] + 0
+    if (F[1] == "Z" && F[18] > 1) { print "ALL"; exit }
+    if (F[2] + 0 < 1) break
+    p = F[2]
+  }
+  if (t == "") { print "ALL"; exit }
+  q = 0; i = 1
+  for (round = 1; round <= 4; round++) {
+    fresh = 0
+    for (u = 1; u <= n; u++) {
+      c = kids(up[u])
+      if (c < 0) { print "ALL"; exit }
+      for (j = 1; j <= c; j++) {
+        k = K[j]
+        if (!(k in chain) && k != skip && !(k in seen)) { seen[k] = 1; todo[++q] = k; fresh++ }
+      }
+    }
+    if (!fresh) exit
+    for (; i <= q; i++) {
+      p = todo[i]
+      if (!st(p) || (F[1] == "Z" && F[18] <= 1)) continue
+      if (!(p in below) && F[20] + 0 < t) continue
+      if (F[1] == "Z" || F[18] > 1) { print "ALL"; exit }
+      print p
+      c = kids(p)
+      if (c < 0) { print "ALL"; exit }
+      for (j = 1; j <= c; j++) {
+        k = K[j]
+        if (!(k in seen)) { seen[k] = 1; below[k] = 1; todo[++q] = k }
+      }
+    }
+  }
+  print "ALL"
+}
+"""
 # The supervisor: POSIX sh, with awk, grep, sed and /proc on Linux (ps elsewhere). A watchdog
 # runs beside the agent and, once the connection is gone (our shell's parent, the per-connection
 # sshd, changed), kills the agent's tree: SIGTERM, then SIGKILL after a grace period. When the
@@ -224,8 +293,20 @@ _ra_tree() {
             while (!(q in root) && (q in parent) && q > 1 && n < 64) { q = parent[q]; n++ }
             if (q in root) print p } }'
 }
+_ra_since() {
+  awk -v shell="$_ra_shell" -v skip="${_ra_watch-}" '__SINCE__'
+}
 _ra_marked() {
-  for _ra_f in $(grep -l -s -a "_RA_SESSION=__TOKEN__\." /proc/[0-9]*/environ 2>/dev/null); do
+  set -- /proc/[0-9]*/environ
+  if [ -n "$_ra_proc" ]; then
+    _ra_c=$(_ra_since 2>/dev/null) || _ra_c=ALL
+    [ -n "$_ra_c" ] || return 0
+    case $_ra_c in
+      *ALL*) ;;
+      *) set --; for _ra_p in $_ra_c; do set -- "$@" "/proc/$_ra_p/environ"; done ;;
+    esac
+  fi
+  for _ra_f in $(grep -l -s -a "_RA_SESSION=__TOKEN__\." "$@" 2>/dev/null); do
     _ra_f=${_ra_f#/proc/}; echo "${_ra_f%/environ}"
   done
 }
@@ -369,7 +450,8 @@ def remote_script(
             f"{{ printf '%s\\n' {_q(NO_GO_MARK)} >&2; exit {EXIT_NO_GO}; }}",
         ]
     supervise = (
-        _SUPERVISE.replace("__WATCH_TRAP__", WATCH_TRAP)
+        _SUPERVISE.replace("__SINCE__", _SINCE.strip("\n"))
+        .replace("__WATCH_TRAP__", WATCH_TRAP)
         .replace("__GRACE__", str(kill_grace_s))
         .replace("__SIGNAL_MARK__", SIGNAL_MARK)
         .replace("__TOKEN__", token or secrets.token_hex(8))
