@@ -99,7 +99,7 @@ async def test_closed_port_is_ssh_connection_failed(ssh_lab: SshLab) -> None:
     err = await start_error(ssh_lab, tgt)
     assert (err.kind, err.cause, err.retryable) == (ErrorKind.PORT_EXIT, Cause.CONNECT_REFUSED, True)
     assert err.message.endswith("Connection refused") and "refused the ssh connection" in err.message
-    assert "Connection refused" in err.facts.ssh_reason and err.detail == ""  # said once, in the message
+    assert "Connection refused" in (err.facts.ssh_reason or "") and err.detail == ""  # said once, in the message
 
 
 async def test_unknown_host_key_with_policy_yes(ssh_lab: SshLab, tmp_path: Path) -> None:
@@ -458,3 +458,27 @@ def test_cli_resume_continues_on_the_host_the_session_ran_on(ssh_lab: SshLab, wo
     assert (again["session_id"], again["obtained"]) == ("far-1", "loaded")
     latest = json.loads(history.read_text().splitlines()[-1])
     assert (latest["target"], latest["workspace"]) == ("lab3", workspace)
+
+
+async def test_an_explicit_accept_new_never_loosens_a_config_that_says_yes(ssh_lab: SshLab, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    config = ssh_lab.config_variant(tmp_path / "cfg", known_hosts=empty)
+    config.write_text("Host lab1\n  StrictHostKeyChecking yes\n\n" + config.read_text())
+    strict = SshTarget("lab1", SshSettings(config_file=str(config), host_key_policy="accept-new"))
+    err = await start_error(ssh_lab, strict)
+    assert (err.kind, err.cause) == (ErrorKind.PORT_EXIT, Cause.HOST_KEY_UNKNOWN)
+    assert empty.read_text() == ""  # nothing written the config did not allow
+    # Where the config says nothing, accept-new takes the new key, as asked.
+    async with open_session("/tmp", options(), target=SshTarget("lab2", strict.settings)) as s:
+        assert (await s.run_turn("hi")).ok
+    assert ssh_lab.host("lab2").known_hosts_line.split()[1] in empty.read_text()
+
+
+async def test_secrets_assigned_in_a_shell_fragment_command_are_masked(ssh_lab: SshLab) -> None:
+    secret = "supersecret-1234-abcd"
+    command = f"FAKE_API_KEY={secret} sh -c 'echo leaked=$FAKE_API_KEY >&2; exit 3'"
+    with anyio.fail_after(30), pytest.raises(RemoteAcpError) as info:
+        async with open_session("/tmp", SessionOptions(command=command), target=target(ssh_lab)):
+            pass
+    assert secret not in str(info.value) and "leaked=***" in str(info.value)

@@ -27,13 +27,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 __all__ = [
     "MASK",
     "Masker",
     "MaskingFilter",
     "StreamMasker",
+    "assigned_secrets",
     "escape_control",
     "install_filter",
     "live_masker",
@@ -55,6 +56,25 @@ def secret_values(env: Mapping[str, str], *, any_name: bool = False) -> tuple[st
     first so overlapping values mask fully. Values too short to mask safely are left out."""
     found = {v for k, v in env.items() if (any_name or _SECRET_NAME.search(k)) and len(v) >= _MIN_SECRET_LEN}
     return tuple(sorted(found, key=len, reverse=True))
+
+
+def assigned_secrets(command: str | Sequence[str]) -> tuple[str, ...]:
+    """Values of secret-looking variables a shell-fragment agent command assigns before its
+    program (``OPENAI_API_KEY=sk-... qwen --acp``): the command's words are not the environment,
+    but they reach the agent's, and what it echoes."""
+    import shlex
+
+    try:
+        words = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError:
+        return ()
+    assigned: dict[str, str] = {}
+    for word in words:
+        name, equals, value = word.partition("=")
+        if not (equals and name and name.replace("_", "a").isalnum() and not name[0].isdigit()):
+            break
+        assigned[name] = value
+    return secret_values(assigned)
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:

@@ -53,10 +53,11 @@ Concurrent starts: sshd refuses handshakes beyond its ``MaxStartups``, so at mos
 :attr:`SshSettings.max_concurrent_starts` sessions per host start at once in this process
 (:meth:`SshTarget.start_slot`, :mod:`remote_acp.targets.start_slots`).
 
-Host keys: an explicit :attr:`SshSettings.host_key_policy` goes on the command line, where it
-wins over any ssh_config. ssh always gets (``-F``) a small generated config that includes the
-files ssh would have read (the explicit config file, else ``~/.ssh/config`` and
-``/etc/ssh/ssh_config``); without an explicit policy it then sets ``StrictHostKeyChecking
+Host keys: an explicit :attr:`SshSettings.host_key_policy` of ``yes`` (a tightening) or ``no``
+(the operator's forced choice) goes on the command line, where it wins over any ssh_config. ssh
+always gets (``-F``) a small generated config that includes the files ssh would have read (the
+explicit config file, else ``~/.ssh/config`` and ``/etc/ssh/ssh_config``); with no policy, or
+``accept-new`` (which must never loosen a stricter config), it then sets ``StrictHostKeyChecking
 accept-new`` for every host. OpenSSH
 keeps the first value it obtains, so a policy the user's configuration sets explicitly, ``ask``
 included, wins and ours is only the fallback (:func:`fallback_config_text`). The generated files
@@ -74,7 +75,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from ..errors import ErrorKind, RemoteAcpError
 from ..logs import get_logger
-from ..masking import secret_values
+from ..masking import assigned_secrets, secret_values
 from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
 from .ready_marker import ReadyMarker
 from .ssh_argv import local_ssh_options, ready_bound_ms, ssh_argv
@@ -284,7 +285,11 @@ class SshTarget:
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
             secrets=tuple(
-                sorted({*secret_values(environ), *secret_values(carried, any_name=True)}, key=len, reverse=True)
+                sorted(
+                    {*secret_values(environ), *secret_values(carried, any_name=True), *assigned_secrets(command)},
+                    key=len,
+                    reverse=True,
+                )
             ),
         )
 
@@ -374,5 +379,6 @@ def ssh_config_file(settings: SshSettings) -> str:
         config_file = os.path.abspath(config_file)  # Include would read a relative path under ~/.ssh
         if os.path.realpath(config_file) == os.devnull:
             config_file = "none"  # the same (and ssh refuses to include a world-writable file)
-    text = fallback_config_text(config_file, home=login_home(), host_key_fallback=settings.host_key_policy is None)
+    fallback = settings.host_key_policy in (None, "accept-new")  # never over a stricter config
+    text = fallback_config_text(config_file, home=login_home(), host_key_fallback=fallback)
     return str(write_fallback_config(text, fallback_config_dir()))

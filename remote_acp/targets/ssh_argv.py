@@ -110,7 +110,10 @@ def ssh_argv(
         "-o", "ControlPath=none",
     ]  # fmt: skip
     argv += session_overrides(known_options)
-    if settings.host_key_policy is not None:
+    if settings.host_key_policy in ("yes", "no"):
+        # A tightening (yes), or the operator's forced choice (no): on the command line, over any
+        # ssh_config. An explicit accept-new is only the fallback (see ssh.ssh_config_file): it
+        # must not loosen a config that says yes or ask for the host.
         argv += ["-o", f"StrictHostKeyChecking={settings.host_key_policy}"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]
