@@ -34,6 +34,7 @@ __all__ = [
     "ResolvedSsh",
     "existing",
     "expand_proxy_command",
+    "expand_revoked_path",
     "fallback_config_text",
     "known_hosts_line",
     "known_hosts_name",
@@ -50,6 +51,9 @@ HOST_KEY_FALLBACK: Final = "accept-new"
 """The host-key policy for a host whose configuration sets none (see :func:`fallback_config_text`)."""
 # How ssh -G spells StrictHostKeyChecking, read back as the policy names ssh_config takes.
 _POLICY_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
+# VerifyHostKeyDNS as ssh -G spells it; any other word reads "yes", so a key is never trusted
+# that ssh would check through DNS.
+_DNS_SPELLING: Final = {"false": "no", "no": "no", "ask": "ask", "true": "yes", "yes": "yes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,22 @@ class ResolvedSsh:
     canonicalize: bool = False
     """Whether ssh canonicalizes the name (``CanonicalizeHostname`` yes or always): the answer
     then depends on DNS."""
+    known_hosts_command: str | None = None
+    """``KnownHostsCommand``: a command ssh runs for more keys to trust (the probe runs none)."""
+    revoked_host_keys: str | None = None
+    """``RevokedHostKeys`` as ``ssh -G`` prints it: as written (later OpenSSH releases expand
+    ``~``, ``%`` tokens and ``${VAR}`` in it when they open it: :func:`expand_revoked_path`)."""
+    verify_host_key_dns: str = "no"
+    """``VerifyHostKeyDNS``: ``yes``, ``ask`` or ``no``; ssh looks keys up as SSHFP records unless ``no``."""
+    original: str = ""
+    """The name ssh was given (``%n``), as ``ssh -G`` prints it (``host``)."""
+
+    @property
+    def unchecked_key_sources(self) -> tuple[str, ...]:
+        """The sources beyond the known_hosts files ssh verifies this host's key through, which
+        a probe cannot consult: ``KnownHostsCommand`` and DNS (``VerifyHostKeyDNS``)."""
+        sources = ("KnownHostsCommand",) if self.known_hosts_command else ()
+        return sources + (("DNS (VerifyHostKeyDNS)",) if self.verify_host_key_dns != "no" else ())
 
     @property
     def known_hosts_name(self) -> str:
@@ -175,6 +195,10 @@ def parse_ssh_g(text: str, *, home: str | None = None) -> ResolvedSsh:
         ciphers=tuple(c for c in single.get("ciphers", "").split(",") if c),
         host_key_policy=_policy(single.get("stricthostkeychecking", "ask")),
         canonicalize=single.get("canonicalizehostname", "false").lower() not in ("false", "no"),
+        known_hosts_command=opt("knownhostscommand"),
+        revoked_host_keys=opt("revokedhostkeys"),
+        verify_host_key_dns=_DNS_SPELLING.get(single.get("verifyhostkeydns", "no").lower(), "yes"),
+        original=single.get("host", ""),
     )
 
 
@@ -234,6 +258,65 @@ def expand_proxy_command(command: str, *, hostname: str, port: int, user: str, o
 
     shell = os.environ.get("SHELL") or "/bin/sh"
     return [shell, "-c", "exec " + _TOKEN.sub(one, command)]
+
+
+_CLIENT_TOKEN: Final = re.compile(r"%(.?)|\$\{([^}]*)\}|\$\{", re.DOTALL)
+
+
+def expand_revoked_path(
+    path: str,
+    resolved: ResolvedSsh,
+    *,
+    home: str,
+    local_user: str,
+    uid: int,
+    local_host: str,
+    environ: Mapping[str, str],
+) -> str:
+    """``RevokedHostKeys`` as OpenSSH releases after 9.2 open it (9.2 opens it as written): a
+    leading ``~`` the account's ``home``, then the tokens they expand in it (``%%``, ``%C``,
+    ``%d``, ``%h``, ``%i``, ``%j``, ``%k``, ``%L``, ``%l``, ``%n``, ``%p``, ``%r``, ``%u``) and
+    ``${VAR}`` from ``environ``. ``local_host``: this machine's name (``gethostname``).
+
+    :raises ValueError: a token ssh refuses, an unset variable, or (``%C``/``%j`` behind a
+        ProxyJump) a value only ssh knows; the caller then checks no key against the file.
+    """
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    elif path.startswith("~"):
+        raise ValueError(f"another account's home ({path.split('/', 1)[0]}) is not expanded here")
+    jump = resolved.proxy_jump
+    port = str(resolved.port)
+    values = {
+        "%": "%",
+        "d": home,
+        "h": resolved.hostname,
+        "i": str(uid),
+        "k": resolved.host_key_alias or resolved.original or resolved.hostname,
+        "L": local_host.split(".", 1)[0],
+        "l": local_host,
+        "n": resolved.original or resolved.hostname,
+        "p": port,
+        "r": resolved.user,
+        "u": local_user,
+    }
+    if not jump:
+        values["j"] = ""
+        values["C"] = hashlib.sha1((local_host + resolved.hostname + port + resolved.user).encode()).hexdigest()
+
+    def one(match: re.Match[str]) -> str:
+        token, variable = match.group(1), match.group(2)
+        if token is not None:
+            if token not in values:
+                raise ValueError(f"the token %{token} is not one the probe can expand here")
+            return values[token]
+        if variable is None:
+            raise ValueError("an unterminated ${")
+        if variable not in environ:
+            raise ValueError(f"the environment variable {variable} is not set")
+        return environ[variable]
+
+    return _CLIENT_TOKEN.sub(one, path)
 
 
 def probe_ciphers(allowed: Sequence[str], supported: Sequence[str]) -> list[str]:

@@ -6,21 +6,31 @@ logs in with keys only (the files ssh would offer and, unless ``IdentitiesOnly``
 encrypted keys it cannot open are skipped, never asked about), forwards no agent, and runs a
 ``ProxyCommand`` as ssh runs it (its tokens expanded, by the user's shell). Host keys follow the
 policy ssh's configuration sets for the host, tightened by the caller's, never loosened
-(:mod:`.host_keys`): asyncssh trusts the keys the known_hosts files hold for the host, and a key
-they do not hold is decided by :class:`~.host_keys.HostKeyCheck`.
+(:mod:`.host_keys`): asyncssh trusts the keys the known_hosts files hold for the host, but for
+those ``RevokedHostKeys`` lists, and a key they do not hold (or a revoked one) is decided by
+:class:`~.host_keys.HostKeyCheck`.
 """
 
 from __future__ import annotations
 
 import base64
 import errno
+import getpass
 import os
 import socket
 from typing import TYPE_CHECKING, Any
 
 from ..causes import Cause, fix_for, ssh_words
-from ..sshopts import ResolvedSsh, existing, expand_proxy_command, probe_ciphers
-from .host_keys import HostKeyCheck, Policy, effective_policy, parsed_known_hosts
+from ..sshopts import ResolvedSsh, existing, expand_proxy_command, expand_revoked_path, login_home, probe_ciphers
+from .host_keys import (
+    HostKeyCheck,
+    Policy,
+    RevokedKeys,
+    effective_policy,
+    merge_revoked,
+    parsed_known_hosts,
+    read_revoked_keys,
+)
 from .verdicts import Judgement, Verdict
 
 if TYPE_CHECKING:
@@ -53,6 +63,32 @@ def judge_connect_error(
     if proxy_command and not via:
         at += f" (through the ProxyCommand {mask(proxy_command, 120)!r})"
     name = type(exc).__name__
+    if key_check is not None and key_check.outcome == "revoked":
+        return Judgement(
+            Verdict.HOST_KEY_CHANGED,
+            f"{destination} ({key_check.resolved.known_hosts_name}) offered a host key that ssh's RevokedHostKeys "
+            f"file {key_check.found_in} lists: revoked, refused as ssh refuses it",
+            fix_for(
+                Cause.HOST_KEY_CHANGED,
+                known_hosts=key_check.write_file or (key_check.read_files[0] if key_check.read_files else None),
+                key_name=key_check.resolved.known_hosts_name,
+            ),
+            Cause.HOST_KEY_CHANGED,
+        )
+    if key_check is not None and key_check.outcome == "unverifiable" and key_check.revoked is not None:
+        cause = key_check.revoked.cause
+        fix = (
+            fix_for(cause, ssh_target=ssh_words(_bare(destination), port if port != 22 else None))
+            if cause is Cause.HOST_KEY_UNKNOWN
+            else f"{fix_for(cause)}; RevokedHostKeys must name a readable file of public keys (or a KRL)"
+        )
+        return Judgement(
+            Verdict.HOST_KEY_UNKNOWN if cause is Cause.HOST_KEY_UNKNOWN else Verdict.UNREACHABLE,
+            f"{destination} ({key_check.resolved.known_hosts_name}): {key_check.revoked.problem}; no host key "
+            "can be checked against it, so none is trusted: refused, nothing written",
+            fix,
+            cause,
+        )
     if key_check is not None and key_check.outcome == "changed":
         return Judgement(
             Verdict.HOST_KEY_CHANGED,
@@ -80,9 +116,11 @@ def judge_connect_error(
         )
     if name == "HostKeyNotVerifiable":
         if "revoked" in str(exc):
+            listed = key_check.revoked.path if key_check is not None and key_check.revoked is not None else None
             return Judgement(
                 Verdict.HOST_KEY_CHANGED,
-                f"{destination} offered a revoked host key: {exc}",
+                f"{destination} offered a revoked host key: {exc}"
+                + (f" (a @revoked line, or ssh's RevokedHostKeys file {listed})" if listed else ""),
                 fix_for(Cause.HOST_KEY_CHANGED),
                 Cause.HOST_KEY_CHANGED,
             )
@@ -188,6 +226,12 @@ def _client_factory(check: HostKeyCheck) -> Callable[[], Any]:
 
                 return check.decide(addr, key.algorithm.decode(), base64.b64encode(key.public_data).decode(), holds_key)
 
+            def validate_host_ca_key(self, host: str, addr: str, port: int, key: Any) -> bool:
+                # A CA no known_hosts file trusts (or a revoked one, which the connection does not
+                # trust itself): refused, recording why when RevokedHostKeys lists it.
+                self._check.refuses(base64.b64encode(key.public_data).decode())
+                return False
+
         _CLIENT_CLASS = _Client
     client_class = _CLIENT_CLASS
     return lambda: client_class(check)
@@ -195,7 +239,8 @@ def _client_factory(check: HostKeyCheck) -> Callable[[], Any]:
 
 def key_check(resolved: ResolvedSsh, *, requested: Policy, known_hosts: str | None) -> HostKeyCheck:
     """The host-key decision for one connection: the files ssh reads (``known_hosts``, when
-    given, in place of ``UserKnownHostsFile``) and the policy :func:`effective_policy` gives."""
+    given, in place of ``UserKnownHostsFile``), the policy :func:`effective_policy` gives and the
+    keys ``RevokedHostKeys`` lists (read here, when set)."""
     user_files = (os.path.expanduser(known_hosts),) if known_hosts else resolved.user_known_hosts
     policy, because = effective_policy(resolved.host_key_policy, requested)
     return HostKeyCheck(
@@ -204,7 +249,110 @@ def key_check(resolved: ResolvedSsh, *, requested: Policy, known_hosts: str | No
         read_files=tuple(existing([*user_files, *resolved.global_known_hosts])),
         write_file=user_files[0] if user_files else None,
         because=because,
+        revoked=_revoked_keys(resolved),
     )
+
+
+_REVOKED: dict[tuple[str, int, int, int], RevokedKeys] = {}
+_REVOKED_KEPT = 8
+
+
+def _revoked_keys(resolved: ResolvedSsh) -> RevokedKeys | None:
+    """The keys ``RevokedHostKeys`` lists for ``resolved`` (``None``: it is not set), each file
+    read once while it is unchanged. The value is read as written (OpenSSH 9.2 opens it so) and,
+    where that differs, expanded as later versions expand it (:func:`merge_revoked`)."""
+    raw = resolved.revoked_host_keys
+    if raw is None:
+        return None
+    paths = [raw]
+    try:
+        expanded = expand_revoked_path(
+            raw,
+            resolved,
+            home=login_home(),
+            local_user=_local_user(),
+            uid=os.getuid(),
+            local_host=socket.gethostname(),
+            environ=os.environ,
+        )
+    except ValueError:
+        expanded = raw  # no later ssh would open it either; the value as written is read
+    if expanded != raw:
+        paths.append(expanded)
+    return merge_revoked([_read_revoked(path) for path in paths])
+
+
+def _read_revoked(path: str) -> RevokedKeys:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return read_revoked_keys(path, _plain_blob)  # says why it cannot be read
+    version = (path, info.st_ino, info.st_size, info.st_mtime_ns)
+    kept = _REVOKED.get(version)
+    if kept is None:
+        if len(_REVOKED) >= _REVOKED_KEPT:
+            _REVOKED.clear()
+        kept = _REVOKED[version] = read_revoked_keys(path, _plain_blob)
+    return kept
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def _plain_blob(line: str) -> bytes:
+    """The public blob of the key (or the certified key) a ``RevokedHostKeys`` line holds.
+
+    :raises ValueError: for a line that holds no key, as ssh refuses it.
+    """
+    asyncssh = asyncssh_module()
+    try:
+        return bytes(asyncssh.import_public_key(line).public_data)
+    except ValueError:  # asyncssh's KeyImportError: perhaps a certificate
+        return bytes(asyncssh.import_certificate(line).key.public_data)
+
+
+def _public_key(blob: bytes) -> Any:
+    """asyncssh's key for a public blob (``string`` algorithm, then the key's fields)."""
+    size = int.from_bytes(blob[:4], "big")
+    algorithm = blob[4 : 4 + size].decode("ascii", "replace")
+    return asyncssh_module().import_public_key(f"{algorithm} {base64.b64encode(blob).decode()}")
+
+
+def _known_hosts(check: HostKeyCheck) -> Any:
+    """What asyncssh is given as ``known_hosts``: the files' keys (parsed once per version), less
+    those ``RevokedHostKeys`` lists (all of them when the file cannot be checked), so that a
+    revoked key reaches the decision (:meth:`HostKeyCheck.decide`) as an untrusted one."""
+    asyncssh = asyncssh_module()
+    # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
+    files = (
+        parsed_known_hosts(check.read_files, asyncssh.read_known_hosts)
+        if check.read_files
+        else asyncssh.import_known_hosts("")
+    )
+    revoked = check.revoked
+    if revoked is None:
+        return files
+
+    def matching(host: str, addr: str, port: int | None) -> Any:
+        trusted, authorities, refused, *x509 = asyncssh.match_known_hosts(files, host, addr, port)
+        if revoked.problem:
+            return ([], [], refused, *x509)
+
+        def kept(keys: Any) -> list[Any]:
+            return [k for k in keys if bytes(k.public_data) not in revoked.blobs]
+
+        trusted, authorities = kept(trusted), kept(authorities)
+        if authorities and revoked.blobs:
+            # A certificate signed by a trusted CA is not asked about: asyncssh refuses one whose
+            # key is listed only from its own list (and says "revoked").
+            refused = [*refused, *(_public_key(blob) for blob in revoked.blobs)]
+        return (trusted, authorities, refused, *x509)
+
+    return matching
 
 
 async def connect(
@@ -236,10 +384,7 @@ async def connect(
         username=resolved.user,
         config=None,  # resolved by ssh -G already; asyncssh would read ~/.ssh/config again
         client_factory=_client_factory(check),
-        # No file: an empty set, since asyncssh reads ~/.ssh/known_hosts for an empty list.
-        known_hosts=parsed_known_hosts(check.read_files, asyncssh.read_known_hosts)
-        if check.read_files
-        else asyncssh.import_known_hosts(""),
+        known_hosts=_known_hosts(check),
         host_key_alias=resolved.host_key_alias,
         client_keys=keys,
         ignore_encrypted=True,

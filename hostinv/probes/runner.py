@@ -1,9 +1,10 @@
 """Probing hosts over asyncssh: one connection per host, one channel, one verdict, never a prompt.
 
 For each host the runner asks ``ssh -G`` what ``ssh`` would use (:mod:`hostinv.sshopts`: HostName,
-Port, User, IdentityFile, ProxyJump, ProxyCommand, known_hosts files, HashKnownHosts and
-StrictHostKeyChecking, through every ``Host``/``Match``/``Include`` and the system config), with
-the :class:`~hostinv.models.Host` fields as command-line overrides, then connects with all of it
+Port, User, IdentityFile, ProxyJump, ProxyCommand, known_hosts files, HashKnownHosts,
+StrictHostKeyChecking, RevokedHostKeys, KnownHostsCommand and VerifyHostKeyDNS, through every
+``Host``/``Match``/``Include`` and the system config), with the :class:`~hostinv.models.Host`
+fields as command-line overrides, then connects with all of it
 explicitly (:mod:`.connect`), runs :data:`~hostinv.probes.PROBE_COMMAND` with
 :func:`~hostinv.probes.probe_script` on stdin, reads its output within bounds (:mod:`.channel`:
 it stops at the report's end line, whatever a login prints or leaves running) and judges the
@@ -18,7 +19,11 @@ and then gives such a host ``accept-new``, as sessions do. A key no known_hosts 
 ``host_key_changed`` when the files hold another key for the host (refused, with the exact
 ``ssh-keygen -R`` line), else refused under ``yes``/``ask`` (``host_key_unknown``, nothing
 written) and under ``accept-new`` appended to the first ``UserKnownHostsFile`` as ssh would
-(hashed when ``HashKnownHosts`` says so), so a later ``ssh`` or session finds it known.
+(hashed when ``HashKnownHosts`` says so), so a later ``ssh`` or session finds it known. A key
+``RevokedHostKeys`` lists is refused, known or not (``host_key_changed``), and a file no key can be
+checked against refuses every key. A host whose key ssh also verifies through ``KnownHostsCommand``
+or DNS (``VerifyHostKeyDNS``), which the probe does not consult, gets no key written and none
+trusted but those the known_hosts files hold (``host_key_unknown``).
 
 Nothing here raises for a host's problem: every failure is a :class:`HostProbe` with a verdict.
 asyncssh is imported on the first probe, never when :mod:`hostinv` is imported.
