@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -21,10 +22,22 @@ def _name(text: str) -> str:
     return text
 
 
+_KEYWORD: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
+_STRUCTURE: Final = frozenset({"host", "match", "include"})
+"""ssh_config lines that are no option: as an option they would open a block of their own
+(``Match exec`` runs a command) or read another file, whatever the host's other options say."""
+
+
 def _options(options: dict[str, str]) -> dict[str, str]:
     from .ssh_keywords import misspelt
 
-    for keyword in options:
+    for keyword, value in options.items():
+        if not _KEYWORD.match(keyword):
+            raise ValueError(f"{keyword!r} is not an ssh_config keyword (letters and digits)")
+        if keyword.lower() in _STRUCTURE:
+            raise ValueError(f"{keyword} is not an ssh option: it starts a block or reads a file, refused")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"the value of {keyword} holds a line break or NUL")
         meant = misspelt(keyword)
         if meant is not None:
             raise ValueError(f"{keyword!r} is not an ssh_config keyword: did you mean {meant}?")

@@ -1,5 +1,6 @@
 """What the caches kept on disk share: entries written whole, and read back only while the files
-they were made from hold the same bytes (here and in ``remote_acp``)."""
+they were made from hold the same bytes (here and in ``remote_acp``); and whether a file or
+directory holds only what this user (or root) wrote."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import tempfile
 from typing import Any, Final
 
-__all__ = ["ABSENT", "digest", "read_entry", "untrusted", "write_whole"]
+__all__ = ["ABSENT", "digest", "read_entry", "untrusted", "untrusted_file", "write_whole"]
 
 ABSENT: Final = "absent"
 """The digest of a file that does not exist."""
@@ -82,6 +83,48 @@ def untrusted(directory: str | os.PathLike[str]) -> str | None:
             return None
         if info.st_uid != 0:
             return f"{path}, above it, belongs to uid {info.st_uid}, who could replace what is below"
+    return None
+
+
+def untrusted_file(path: str | os.PathLike[str], info: os.stat_result | None = None) -> str | None:
+    """Why the file at ``path`` cannot be trusted to hold what only this user or root wrote, or
+    ``None``. ``info``: the file's status as opened (``os.fstat``), else it is looked up.
+
+    An inventory steers what runs as this user (an ssh option can name a program), so, as ssh
+    refuses a ``~/.ssh/config`` with bad owner or permissions, the file must belong to this user
+    or root and be writable by no one else. So must every directory above it, up to ``/`` (for
+    the path as given and for the file a link leads to): whoever can write one can put another
+    file in its place. A directory writable by everyone but sticky (``/tmp``) is fine, as no one
+    renames there what they do not own.
+    """
+    me = os.geteuid()
+    trusted = {me, 0}
+    shown = os.fspath(path)
+    try:
+        if info is None:
+            info = os.stat(path)
+    except OSError as exc:
+        return f"{shown} cannot be examined ({exc.strerror or exc})"
+    if info.st_uid not in trusted:
+        return f"{shown} belongs to uid {info.st_uid}, neither this user (uid {me}) nor root"
+    if info.st_mode & 0o022:
+        return f"{shown} is writable by other users (mode {info.st_mode & 0o7777:04o})"
+    absolute = os.path.abspath(shown)
+    seen: set[str] = set()
+    for start in (os.path.dirname(absolute), os.path.dirname(os.path.realpath(absolute))):
+        directory, parent = start, ""
+        while directory != parent and directory not in seen:
+            seen.add(directory)
+            try:
+                above = os.stat(directory)
+            except OSError as exc:
+                return f"{directory}, above {shown}, cannot be examined ({exc.strerror or exc})"
+            if above.st_uid not in trusted:
+                return f"{directory}, above {shown}, belongs to uid {above.st_uid}, who could replace it"
+            if above.st_mode & 0o022 and not above.st_mode & 0o1000:
+                mode = above.st_mode & 0o7777
+                return f"{directory}, above {shown}, is writable by other users (mode {mode:04o})"
+            directory, parent = os.path.dirname(directory), directory
     return None
 
 

@@ -8,6 +8,12 @@ start. Values from a file are validated by :meth:`Host.from_fields` (pydantic, l
 A :class:`Host` remembers which of its fields a source set (:attr:`Host.fields_set`), so
 merging sources can tell "this file says capacity 1" from "this file says nothing about
 capacity": a field a higher-precedence source leaves unset is taken from the next source.
+
+What a host's fields hold is passed to ``ssh`` as overrides of the user's ssh_config (``-p``,
+``-l``, ``-o``, a generated ``Host`` block read before it). So only our own file and Ansible
+inventories set them; what the ssh_config's ``Host`` blocks say of an alias is kept apart, in
+:attr:`Host.from_ssh_config`, for display: such a host is reached by its alias, and ssh applies
+its config itself, ``Match`` blocks and all, as the user's own ``ssh lab1`` would.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class Host:
     ``name`` is how selectors and reports call it; ``address`` is what to connect to (``None``:
     the name itself, which ssh also resolves through ssh_config aliases). ``ssh_options`` are
     ssh_config keywords for this host only (``ProxyJump``, ``UserKnownHostsFile``...).
+    ``address``, ``port``, ``user``, ``identity_file`` and ``ssh_options`` override the user's
+    ssh_config; :attr:`from_ssh_config` never does.
 
     Built directly, nothing is checked; :meth:`from_fields` validates what a source read.
     """
@@ -48,6 +56,11 @@ class Host:
     labels: dict[str, str] = field(default_factory=dict)
     capacity: int = DEFAULT_CAPACITY
     ssh_options: dict[str, str] = field(default_factory=dict)
+    from_ssh_config: dict[str, str] = field(default_factory=dict)
+    """What the ssh_config's ``Host`` blocks say of this alias (``address`` for HostName,
+    ``port``, ``user``, the first ``identity_file``), as text, for display only: ssh reads them
+    itself when given the alias, with what no reading here decides (``Match`` blocks), so no
+    path turns them into overrides."""
     sources: tuple[str, ...] = ()
     """Where the host's fields came from, highest precedence first (file paths)."""
     fields_set: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -89,6 +102,20 @@ class Host:
             host = f"[{host}]"
         return f"{at}{host}:{self.port}"
 
+    @property
+    def ssh_config_destination(self) -> str | None:
+        """What the ssh_config's ``Host`` blocks make of the alias (``user@hostname:port``, our
+        own ``user`` and ``port`` first), for display; ``None`` when they say nothing of it or the
+        host is not reached by its alias (another source set its ``address``). ``Match`` blocks
+        are not read: ssh may still decide otherwise."""
+        seen = self.from_ssh_config
+        if self.address is not None or not seen.keys() & {"address", "port", "user"}:
+            return None
+        port = self.port if self.port is not None else seen.get("port", "")
+        user = self.user or seen.get("user")
+        shown = Host(self.name, seen.get("address"), int(port) if str(port).isdigit() else None, user)
+        return shown.destination
+
     def to_json(self) -> dict[str, object]:
         """Stable keys, every field present (``null`` when unset), for one JSON object per host."""
         return {
@@ -101,6 +128,7 @@ class Host:
             "labels": dict(self.labels),
             "capacity": self.capacity,
             "ssh_options": dict(self.ssh_options),
+            "from_ssh_config": dict(self.from_ssh_config),
             "destination": self.destination,
             "sources": list(self.sources),
         }

@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "inventory"
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
 JSON_KEYS = [
     "name", "address", "port", "user", "identity_file", "groups", "labels", "capacity", "ssh_options",
-    "destination", "sources",
+    "from_ssh_config", "destination", "sources",
 ]  # fmt: skip
 
 
@@ -73,11 +73,12 @@ def test_list_json_merges_our_file_ansible_and_the_ssh_config(user: Home) -> Non
     assert build["capacity"] == 4
     assert build["destination"] == "ci@10.1.0.5:22"
     assert build["groups"] == ["build", "fast", "linux", "build_x86"]
-    assert build["ssh_options"] == {
-        "ProxyJump": "bastion", "ServerAliveInterval": "30", "ControlMaster": "auto",
-        "ControlPath": "~/.ssh/cm-%r@%h:%p",
-    }  # fmt: skip
-    assert "note: " in done.stderr and "Match block ignored" in done.stderr
+    # what the ssh_config says is shown apart, never an override: ssh reads it itself
+    assert build["ssh_options"] == {}
+    assert build["from_ssh_config"] == {"address": "build-01.farm.internal", "user": "builder", "port": "2201"}
+    bastion = next(h for h in hosts if h["name"] == "bastion")
+    assert (bastion["destination"], bastion["address"], bastion["ssh_options"]) == ("bastion", None, {})
+    assert "note: " in done.stderr and "Match block not shown" in done.stderr
 
 
 def test_list_selectors_in_inventory_order(user: Home) -> None:
@@ -158,12 +159,11 @@ def test_import_ssh_config_reads_the_users_config_by_default(user: Home) -> None
     done = user.run("import", "ssh-config", "--inventory", str(target))
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"wrote 7 hosts to {target}\n"
+    # the names only: each is reached by its alias, so ssh goes on applying the ssh_config
     listed = lines(user.run("list", "--json", "--no-ssh-config", "--inventory", str(target)).stdout)
     build = next(h for h in listed if h["name"] == "build-01")
-    assert (build["destination"], build["ssh_options"]["ProxyJump"]) == (
-        "builder@build-01.farm.internal:2201",
-        "bastion",
-    )
+    assert (build["destination"], build["ssh_options"], build["from_ssh_config"]) == ("build-01", {}, {})
+    assert "bastion:" in target.read_text() and "farm.internal" not in target.read_text()
 
 
 def test_import_of_an_unreadable_source_exits_10(user: Home, tmp_path: Path) -> None:
@@ -200,3 +200,32 @@ def test_an_inventory_error_quoting_the_file_reaches_the_terminal_escaped(tmp_pa
     assert done.returncode == 10, done.stderr
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr
     assert "\\x1b]0;PWNED" in done.stderr
+
+
+def test_list_takes_ssh_config_none_as_check_host_does(user: Home) -> None:
+    user.install_ssh_config()
+    for none in ("none", "NONE"):
+        done = user.run("list", "--json", "--ssh-config", none, "--inventory", str(FIXTURES / "inventory.yaml"))
+        assert done.returncode == 0, done.stderr
+        names = [h["name"] for h in lines(done.stdout)]
+        assert "build-01" in names and "gpu-a100-1" not in names  # ours and Ansible's, no ssh_config
+        assert all(str(user.home / ".ssh") not in s for h in lines(done.stdout) for s in h["sources"])
+
+
+def test_every_cell_of_the_table_reaches_the_terminal_escaped(user: Home, tmp_path: Path) -> None:
+    own = tmp_path / "inv\x1b]0;FROM\x07.yaml"
+    own.write_text('hosts:\n  lab1:\n    labels: {"k\\e[2J": "\\e]0;LABEL\\a"}\n')
+    done = user.run("list", "--no-ssh-config", "--inventory", str(own))
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "k\\x1b[2J=\\x1b]0;LABEL\\x07" in done.stdout
+    assert "inv\\x1b]0;FROM\\x07.yaml" in done.stdout
+
+
+def test_a_host_of_the_ssh_config_is_listed_by_its_alias_with_what_its_blocks_say(user: Home) -> None:
+    user.install_ssh_config()
+    done = user.run("list", "bastion", "legacy-box")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert rows[1][:3] == ["bastion", "bastion", "(ops@bastion.example.net)"]
+    assert rows[2][:3] == ["legacy-box", "legacy-box", "(root@192.0.2.44:2222)"]

@@ -139,10 +139,11 @@ def test_ssh_args_become_ssh_options_and_what_cannot_is_noted() -> None:
     (host,) = inventory.hosts
     assert host.ssh_options == {
         "ProxyJump": "jump@10.0.0.9:2222",
-        "ProxyCommand": "nc %h %p",
         "ServerAliveInterval": "5",
         "IdentityFile": "/keys/k",
     }
     assert inventory.notes == (
+        "hosts.ini: host web1: ansible_ssh_common_args: the ssh option ProxyCommand runs a local program: "
+        "left out (only our own inventory file may set it)",
         "hosts.ini: host web1: ansible_ssh_common_args: -A not carried (only -o, -J, -p, -i and -l become ssh_options)",
     )

@@ -210,3 +210,74 @@ def test_a_misspelt_ssh_option_is_refused_where_it_is_written(tmp_path: Path) ->
     own.write_text("hosts:\n  b1:\n    ssh_options:\n      proxyjump: bastion\n      SomeFutureOption: x\n")
     (host,) = load_inventory(own, use_ssh_config=False).hosts  # any case; a keyword unknown here is ssh's to judge
     assert host.ssh_options == {"proxyjump": "bastion", "SomeFutureOption": "x"}
+
+
+# -- ssh_config: every alias against its own blocks, and what Include may fan out to --------------
+
+
+def test_each_alias_visits_its_own_blocks_and_the_wildcard_ones_not_every_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hostinv import parse_ssh_config
+    from hostinv.inventory import ssh_config
+
+    count = 2_000
+    text = "".join(f"Host h{i}\n  HostName 10.0.{i // 256}.{i % 256}\n" for i in range(count))
+    text += "Host h1? !h13\n  Port 2200\nHost *\n  User everyone\n  Port 22\n"
+    visits = 0
+    match = ssh_config._Patterns.match
+
+    def counted(self: Any, alias: str) -> bool:
+        nonlocal visits
+        visits += 1
+        return match(self, alias)
+
+    monkeypatch.setattr(ssh_config._Patterns, "match", counted)
+    hosts = {h.name: h.from_ssh_config for h in parse_ssh_config(text, "cfg").hosts}
+    assert len(hosts) == count
+    # Its own block, then the two with wildcards, in file order (first value wins, as in ssh)
+    assert visits <= 3 * count
+    assert hosts["h0"] == {"address": "10.0.0.0", "user": "everyone", "port": "22"}
+    assert hosts["h12"] == {"address": "10.0.0.12", "port": "2200", "user": "everyone"}
+    assert hosts["h13"]["port"] == "22"  # negated in the earlier block
+
+
+def _levels(root: Path, depth: int, fan_out: int) -> None:
+    """Directories l1..l{depth}, each of ``fan_out`` files that include every file of the next."""
+    for level in range(1, depth + 1):
+        (root / f"l{level}").mkdir()
+        body = f"Include {root}/l{level + 1}/*\n" if level < depth else "Host leaf\n"
+        for i in range(fan_out):
+            (root / f"l{level}" / f"f{i}").write_text(body)
+
+
+def test_include_fan_out_is_bounded_naming_the_file_and_line(tmp_path: Path) -> None:
+    from hostinv import load_ssh_config
+    from hostinv.inventory.ssh_config import MAX_INCLUDED_FILES
+
+    _levels(tmp_path, depth=5, fan_out=5)  # 3,905 files read, from a config of one line
+    config = tmp_path / "config"
+    config.write_text(f"# a small config\nInclude {tmp_path}/l1/*\n")
+    with pytest.raises(InventoryInvalid) as info:
+        load_ssh_config(config, include_dir=tmp_path)
+    assert f"the config includes over {MAX_INCLUDED_FILES} files in all" in info.value.reason
+    assert info.value.source.startswith(str(tmp_path / "l"))  # the file whose Include passed the bound
+    assert info.value.line == 1
+    # Under the bound, the same layout reads.
+    config.write_text(f"Include {tmp_path}/l4/*\n")
+    assert [h.name for h in load_ssh_config(config, include_dir=tmp_path).hosts] == ["leaf"]
+
+
+def test_the_bytes_a_load_includes_are_bounded(tmp_path: Path) -> None:
+    from hostinv import load_ssh_config
+    from hostinv.inventory.ssh_config import MAX_INCLUDED_BYTES
+
+    big = tmp_path / "big.conf"
+    big.write_text(("# " + "x" * 1021 + "\n") * (MAX_INCLUDED_BYTES // 2048 + 1) + "Host big\n")
+    config = tmp_path / "config"
+    config.write_text("Include big.conf\n")
+    assert [h.name for h in load_ssh_config(config, include_dir=tmp_path).hosts] == ["big"]
+    config.write_text("Host first\n\nInclude big.conf big.conf\n")
+    with pytest.raises(InventoryInvalid, match="includes over 16 MiB in all") as info:
+        load_ssh_config(config, include_dir=tmp_path)
+    assert (info.value.source, info.value.line) == (str(config), 3)

@@ -122,23 +122,26 @@ def test_load_inventory_merges_own_file_its_ansible_and_the_ssh_config(tmp_path:
     assert names[4:6] == ["bastion.example.net", "web01.example.com"]
     assert names[-5:] == ["gpu-a100-1", "gpu-a100-2", "mac-mini-7", "bastion", "build-02"]
     hosts = {h.name: h for h in inventory.hosts}
-    # build-01 is in all three: our capacity, Ansible's address and groups added, ssh's options
+    # build-01 is in all three: our capacity, Ansible's address and groups added; what the
+    # ssh_config says is shown, never an override (ssh reads it itself)
     b1 = hosts["build-01"]
     assert b1.capacity == 4
     assert b1.user == "ci"
     assert b1.address == "10.1.0.5"
     assert b1.groups == ("build", "fast", "linux", "build_x86")
-    assert b1.ssh_options["ProxyJump"] == "bastion"
+    assert b1.ssh_options == {}
+    assert b1.from_ssh_config["address"] == "build-01.farm.internal"
     assert b1.sources == (
         str(FIXTURES / "inventory.yaml"),
         str(FIXTURES / "ansible/hosts.ini"),
         str(home / ".ssh/config"),
     )
-    # legacy-box: our option and ssh_config's merged key by key
-    assert hosts["legacy-box"].port == 2222
-    assert hosts["legacy-box"].ssh_options["HostKeyAlgorithms"] == "+ssh-rsa"
+    # legacy-box: our option is an override; the ssh_config's port is shown
+    assert hosts["legacy-box"].port is None
+    assert hosts["legacy-box"].from_ssh_config["port"] == "2222"
+    assert hosts["legacy-box"].ssh_options == {"HostKeyAlgorithms": "+ssh-rsa"}
     assert len(names) == len(set(names))
-    assert any("Match block ignored" in note for note in inventory.notes)
+    assert any("Match block not shown" in note for note in inventory.notes)
     assert any("ansible_connection=local" in note for note in inventory.notes)
 
 

@@ -55,7 +55,8 @@ def test_a_kept_inventory_is_the_same_view_with_what_each_source_set(tmp_path: P
     assert again.notes == first.notes != ()  # the note about Match
     assert [h.fields_set for h in again.hosts] == [h.fields_set for h in first.hosts]
     assert "capacity" not in again.get("b2").fields_set  # type: ignore[union-attr]
-    assert again.get("b2").port == 2200  # type: ignore[union-attr]
+    assert again.get("b2").port is None  # type: ignore[union-attr]  # the ssh_config's: shown, not an override
+    assert again.get("b2").from_ssh_config == {"port": "2200"}  # type: ignore[union-attr]
 
 
 def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path, home: Path) -> None:
@@ -168,5 +169,5 @@ def test_a_kept_inventory_loads_neither_yaml_nor_pydantic(tmp_path: Path, home: 
     run = [sys.executable, "-c", program]
     cold = subprocess.run(run, capture_output=True, text=True, check=True, timeout=60).stdout
     warm = subprocess.run(run, capture_output=True, text=True, check=True, timeout=60).stdout
-    assert cold.startswith("['10.0.0.1', 'ci@c1'] ['pydantic")  # read and validated
-    assert warm == "['10.0.0.1', 'ci@c1'] []\n"
+    assert cold.startswith("['10.0.0.1', 'c1'] ['pydantic")  # read and validated; c1 by its alias
+    assert warm == "['10.0.0.1', 'c1'] []\n"

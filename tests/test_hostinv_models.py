@@ -57,6 +57,7 @@ def test_defaults_and_json_keys_are_stable() -> None:
         "labels": {},
         "capacity": 1,
         "ssh_options": {},
+        "from_ssh_config": {},
         "destination": "b1",
         "sources": [],
     }

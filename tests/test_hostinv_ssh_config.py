@@ -24,42 +24,43 @@ def test_every_alias_without_wildcards_is_a_host_in_file_order_includes_where_th
 def test_fields_follow_ssh_first_value_wins_across_matching_blocks() -> None:
     hosts = {h.name: h for h in load_ssh_config(FIXTURES / "config", include_dir=FIXTURES).hosts}
     # %h expanded; User from the shared block beats the later specific one; Port from the later one
-    assert hosts["build-01"].destination == "builder@build-01.farm.internal:2201"
-    assert hosts["build-01"].ssh_options["ProxyJump"] == "bastion"
-    assert hosts["build-02"].destination == "builder@build-02.farm.internal"
+    assert hosts["build-01"].ssh_config_destination == "builder@build-01.farm.internal:2201"
+    assert hosts["build-02"].ssh_config_destination == "builder@build-02.farm.internal"
     # Host * supplies what nothing earlier set
-    assert hosts["bastion"].destination == "ops@bastion.example.net"
-    assert hosts["bastion"].identity_file == "~/.ssh/ops_ed25519"
-    assert hosts["bastion"].ssh_options == {
-        "IdentitiesOnly": "yes",
-        "ServerAliveInterval": "30",
-        "ControlMaster": "auto",
-        "ControlPath": "~/.ssh/cm-%r@%h:%p",
-    }
+    assert hosts["bastion"].ssh_config_destination == "ops@bastion.example.net"
+    assert hosts["bastion"].from_ssh_config["identity_file"] == "~/.ssh/ops_ed25519"
     # Keyword=value, quotes, the first IdentityFile, a port from a wildcard block of an included file
-    assert hosts["legacy-box"].destination == "root@192.0.2.44:2222"
-    assert hosts["gpu-a100-2"].destination == "ml@gpu.lab:2022"
-    assert hosts["gpu-a100-2"].identity_file == "~/.ssh/gpu_ed25519"
-    assert (hosts["mac-mini-7"].address, hosts["mac-mini-7"].destination) == ("2001:db8::7", "builder@2001:db8::7")
-    # *.farm.internal matches the name given to ssh, not the HostName: not applied
-    assert "UserKnownHostsFile" not in hosts["build-01"].ssh_options
+    assert hosts["legacy-box"].ssh_config_destination == "root@192.0.2.44:2222"
+    assert hosts["gpu-a100-2"].ssh_config_destination == "ml@gpu.lab:2022"
+    assert hosts["gpu-a100-2"].from_ssh_config["identity_file"] == "~/.ssh/gpu_ed25519"
+    assert hosts["mac-mini-7"].from_ssh_config["address"] == "2001:db8::7"
+    assert hosts["mac-mini-7"].ssh_config_destination == "builder@2001:db8::7"
     assert all(h.sources == (str(FIXTURES / "config"),) for h in hosts.values())
 
 
-def test_match_blocks_are_skipped_with_a_note_and_do_not_leak_options() -> None:
+def test_a_host_of_the_ssh_config_is_reached_by_its_alias_with_no_override() -> None:
+    # What the Host blocks say is shown, never passed back to ssh: no -o, -p, -l, -i, no
+    # generated Host block; ssh reads the config itself, Match blocks and all.
+    hosts = load_ssh_config(FIXTURES / "config", include_dir=FIXTURES).hosts
+    for host in hosts:
+        assert host.destination == host.name
+        overrides = (host.address, host.port, host.user, host.identity_file, host.ssh_options)
+        assert overrides == (None, None, None, None, {})
+        assert host.fields_set == {"name", "from_ssh_config", "sources"}
+
+
+def test_match_blocks_are_left_out_of_the_listing_with_a_note() -> None:
     inventory = load_ssh_config(FIXTURES / "config", include_dir=FIXTURES)
     assert inventory.notes == (
-        f"{FIXTURES / 'config'}:29: Match block ignored (its conditions are decided only when connecting)",
+        f"{FIXTURES / 'config'}:29: Match block not shown in the listing (ssh applies it when connecting)",
     )
-    assert all(h.ssh_options.get("ProxyJump") != "none" for h in inventory.hosts)
 
 
 def test_negated_patterns_and_case_insensitive_matching() -> None:
     text = "Host Alpha beta\nHost * !beta\n  User everyone\nHost BETA\n  Port 2200\n"
-    hosts = {h.name: h for h in parse_ssh_config(text, "cfg").hosts}
-    assert hosts["Alpha"].user == "everyone"
-    assert hosts["beta"].user is None
-    assert hosts["beta"].port == 2200
+    hosts = {h.name: h.from_ssh_config for h in parse_ssh_config(text, "cfg").hosts}
+    assert hosts["Alpha"] == {"user": "everyone"}
+    assert hosts["beta"] == {"port": "2200"}
 
 
 def test_include_is_followed_by_the_reader_and_noted_without_one() -> None:
@@ -71,8 +72,8 @@ def test_include_is_followed_by_the_reader_and_noted_without_one() -> None:
 
     inventory = parse_ssh_config("Include conf.d/*\nHost z\n", "cfg", read_include=read)
     assert calls == ["conf.d/*"]
-    assert [(h.name, h.port, h.sources) for h in inventory.hosts] == [
-        ("a1", 2001, ("cfg",)), ("b1", None, ("cfg",)), ("z", None, ("cfg",)),
+    assert [(h.name, h.from_ssh_config.get("port"), h.sources) for h in inventory.hosts] == [
+        ("a1", "2001", ("cfg",)), ("b1", None, ("cfg",)), ("z", None, ("cfg",)),
     ]  # fmt: skip
     assert parse_ssh_config("Include x\n", "cfg").notes == ("cfg:1: Include x not followed",)
 
@@ -80,8 +81,8 @@ def test_include_is_followed_by_the_reader_and_noted_without_one() -> None:
 def test_lines_after_an_include_belong_to_the_block_around_it() -> None:
     text = "Host outer\n  Include extra\n  User after-include\n"
     inventory = parse_ssh_config(text, "cfg", read_include=lambda p: [("extra", "Host inner\n  Port 2\n")])
-    hosts = {h.name: h for h in inventory.hosts}
-    assert (hosts["outer"].user, hosts["inner"].user, hosts["inner"].port) == ("after-include", None, 2)
+    hosts = {h.name: h.from_ssh_config for h in inventory.hosts}
+    assert hosts == {"outer": {"user": "after-include"}, "inner": {"port": "2"}}
 
 
 def test_an_include_loop_is_an_error_not_a_hang() -> None:
@@ -131,8 +132,8 @@ def test_globs_negated_globs_and_brackets_as_ssh_reads_them() -> None:
         "Host * !web2*\n  Port 2222\n"
         "Host x[ab]\n  HostName bracket.example\n"
     )
-    hosts = {h.name: h for h in parse_ssh_config(text, "cfg").hosts}
-    assert (hosts["web1"].user, hosts["web1"].port) == ("short", 2222)
-    assert (hosts["web22"].user, hosts["web22"].port) == (None, None)  # ? is one character; !web2* excludes
-    assert (hosts["db1"].user, hosts["db1"].port) == (None, 2222)
-    assert hosts["x[ab]"].address == "bracket.example" and hosts["xa"].address is None
+    hosts = {h.name: h.from_ssh_config for h in parse_ssh_config(text, "cfg").hosts}
+    assert hosts["web1"] == {"user": "short", "port": "2222"}
+    assert hosts["web22"] == {}  # ? is one character; !web2* excludes
+    assert hosts["db1"] == {"port": "2222"}
+    assert hosts["x[ab]"] == {"address": "bracket.example", "port": "2222"} and "address" not in hosts["xa"]

@@ -10,7 +10,10 @@ Of the variables, ``ansible_host``, ``ansible_port``, ``ansible_user`` and
 ``ansible_ssh_private_key_file`` (and their older ``ansible_ssh_*`` spellings) become the host's
 fields, ``remote_acp_capacity`` its capacity, and the ssh options in ``ansible_ssh_common_args``
 and ``ansible_ssh_extra_args`` (``-o``, ``-J``...) its ``ssh_options`` (the rest of those said in
-a note); the rest are Ansible's business and are left out. A
+a note); the rest are Ansible's business and are left out. An option that makes ssh run a local
+program (``ProxyCommand``, ``KnownHostsCommand``, ``LocalCommand``...: :data:`RUNS_LOCAL_CODE`)
+is left out with a note naming the host and keyword: a file someone else may have written would
+run it as the operator; only our own inventory file may set one. A
 host whose ``ansible_connection`` is not ssh (``local``, ``docker``...) is left out with a note.
 Host ranges (``web[01:03]``, ``db-[a:c]``, with an optional step) are expanded. ``host_vars/``
 and ``group_vars/`` directories are not read.
@@ -41,6 +44,7 @@ from .yaml_text import key_path, line_of, load_yaml
 __all__ = [
     "MAX_HOSTS",
     "MAX_HOST_ENTRIES",
+    "RUNS_LOCAL_CODE",
     "expand_host_range",
     "parse_ansible",
     "parse_ansible_ini",
@@ -52,6 +56,21 @@ MAX_HOSTS: Final = 10_000
 every address; far past it, expanding and resolving would eat time and memory unbounded."""
 MAX_HOST_ENTRIES: Final = 100_000
 """Most host entries a file may hold, a host counted once for each group that lists it."""
+RUNS_LOCAL_CODE: Final = frozenset(
+    {
+        "knownhostscommand",
+        "localcommand",
+        "permitlocalcommand",
+        "pkcs11provider",
+        "proxycommand",
+        "remotecommand",
+        "securitykeyprovider",
+        "smartcarddevice",
+        "xauthlocation",
+    }
+)
+"""ssh options (lower case) that run a program or load a library on this machine, or choose
+what runs on the host in place of the agent: an Ansible inventory's are left out."""
 _SHOWN: Final = 80
 """How much of an unexpected value a note quotes."""
 
@@ -408,6 +427,9 @@ def _resolve(picture: _Picture) -> Inventory:
             target = str(error["loc"][0])
             origin = chosen.get(target)
             var = next((v for v, t in _FIELDS.items() if t == target and v in variables), target)
+            if target == "ssh_options":  # the variable that carried the options
+                var = next((v for v in _SSH_ARGS if v in variables), var)
+                origin = variables.get(var)
             line = None if origin is None else origin.line or line_of(picture.text, origin.loc)
             key = key_path(origin.loc) if origin is not None and origin.loc else None
             raise InventoryInvalid(picture.source, f"host {name}: {var}: {error['msg']}", line=line, key=key) from None
@@ -444,7 +466,13 @@ def _ssh_args(source: str, name: str, variables: dict[str, _Value], notes: list[
                 if not sep:
                     key, _, setting = value.partition(" ")
                 if key.strip() and setting.strip():
-                    options.setdefault(key.strip(), setting.strip())
+                    if key.strip().lower() in RUNS_LOCAL_CODE:
+                        notes.append(
+                            f"{source}: host {name}: {var}: the ssh option {key.strip()[:_SHOWN]} runs a local "
+                            "program: left out (only our own inventory file may set it)"
+                        )
+                    else:
+                        options.setdefault(key.strip(), setting.strip())
                     continue
             elif flag in _FLAG_OPTION and value:
                 options.setdefault(_FLAG_OPTION[flag], value)

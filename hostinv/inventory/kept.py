@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Reads", "entry_name", "lookup", "matches", "store"]
 
-_VERSION: Final = 1
+_VERSION: Final = 2  # 2: Host.from_ssh_config
 _TUPLES: Final = ("groups", "sources")
 _CODE: Final = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(__file__))
 

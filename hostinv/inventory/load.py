@@ -6,6 +6,10 @@ must exist; the default one may be missing (no hosts of ours yet). The ssh_confi
 ``--ssh-config FILE`` (must exist), else ``~/.ssh/config`` when there is one. Relative
 ``Include`` paths are taken against ``~/.ssh``, as ssh does for a user's config.
 
+Every file read must hold only what this user or root wrote (:func:`hostinv.keep.untrusted_file`:
+its owner, its mode, the directories above it), as ssh insists for a user's config: an
+inventory's ssh options steer what runs as this user.
+
 A source's parser is imported when that source is read: without our file or an Ansible
 inventory, neither YAML nor their parsers and models are loaded. Given a directory to keep it
 in, the merged view is kept there and reused while nothing it was read from changed
@@ -14,17 +18,17 @@ in, the merged view is kept there and reused while nothing it was read from chan
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import InventoryUnreadable
+from ..keep import untrusted_file, write_whole
 from .merge import merge
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from ..models import Inventory
     from .kept import Reads
@@ -65,14 +69,19 @@ def read_text(path: StrPath, reads: Reads | None = None) -> str:
 
     :raises InventoryUnreadable: missing, a directory, not a regular file (a FIFO, a device:
         reading one could block or never end), larger than :data:`MAX_INVENTORY_BYTES`, no
-        permission, not UTF-8.
+        permission, not UTF-8; or another user could have written it
+        (:func:`~hostinv.keep.untrusted_file`).
     """
     path = Path(path)
     try:
         # Non-blocking: opening a FIFO would otherwise wait for a writer before the check below.
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise InventoryUnreadable(str(path), "not a regular file")
+            why = untrusted_file(path, info)  # the file opened, so it cannot be swapped after the check
+            if why is not None:
+                raise InventoryUnreadable(str(path), f"refused, as ssh refuses such a config: {why}")
             data = file.read(MAX_INVENTORY_BYTES + 1)
         if len(data) > MAX_INVENTORY_BYTES:
             raise InventoryUnreadable(str(path), f"larger than {MAX_INVENTORY_BYTES // 2**20} MiB")
@@ -95,19 +104,17 @@ def _exists(path: Path, reads: Reads | None) -> bool:
 
 
 def write_text(path: StrPath, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it), creating its directory.
+    """Write ``text`` to ``path`` whole or not at all, creating its directory: into a new file
+    of a random name beside it (made exclusively, readable by its owner alone, so no link laid
+    in its place is followed), then renamed over it.
 
     :raises InventoryUnreadable: the directory or the file cannot be written.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_whole(path, text.encode("utf-8"), prefix=f".{path.name}.")
     except OSError as exc:
-        with contextlib.suppress(OSError):  # nothing was created when the directory is not one
-            temporary.unlink(missing_ok=True)
         raise InventoryUnreadable(str(path), f"cannot write: {exc.strerror or exc}") from None
 
 
@@ -127,7 +134,7 @@ def load_ssh_config(path: StrPath, *, include_dir: StrPath | None = None, reads:
 def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
     from .kept import matches
 
-    def read(pattern: str) -> list[tuple[str, str]]:
+    def read(pattern: str) -> Iterator[tuple[str, str]]:
         expanded = os.path.expanduser(pattern)
         if not os.path.isabs(expanded):
             expanded = str(base / expanded)
@@ -135,7 +142,9 @@ def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
         found = matches(expanded)
         if reads is not None:
             reads.matched(expanded, found)
-        return [(p, read_text(Path(p), reads)) for p in found]
+        # One at a time: the parser stops reading at its bound on what a load includes.
+        for p in found:
+            yield p, read_text(Path(p), reads)
 
     return read
 

@@ -3,7 +3,7 @@
 Sources are given highest precedence first (the CLI's order: our own file, then the Ansible
 inventories it names, then the ssh_config). A host named in several sources is one host: each
 field comes from the first source that sets it; ``groups`` are the union (in that order);
-``labels`` and ``ssh_options`` are merged key by key, the first source winning a key; ``sources``
+``labels``, ``ssh_options`` and ``from_ssh_config`` are merged key by key, the first source winning a key; ``sources``
 lists every file that named the host. Hosts keep the order in which the sources, walked in
 precedence order, first name them.
 """
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["merge"]
 
 _UNION = ("groups", "sources")
-_BY_KEY = ("labels", "ssh_options")
+_BY_KEY = ("labels", "ssh_options", "from_ssh_config")
 
 
 def merge(sources: Sequence[Inventory]) -> Inventory:

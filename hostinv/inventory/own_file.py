@@ -105,10 +105,11 @@ def parse_inventory_yaml(text: str, source: str) -> OwnFile:
 
 
 def dump_inventory_yaml(inventory: Inventory, *, header: str = "") -> str:
-    """``inventory``'s hosts as our YAML file (fields left unset are left out; ``sources`` is not written)."""
+    """``inventory``'s hosts as our YAML file (fields left unset are left out; ``sources`` is not
+    written, nor ``from_ssh_config``: written here it would become an override of the ssh_config)."""
     hosts: dict[str, dict[str, object] | None] = {}
     for host in inventory.hosts:
-        fields = {k: v for k, v in host.set_values().items() if k not in ("name", "sources")}
+        fields = {k: v for k, v in host.set_values().items() if k not in ("name", "sources", "from_ssh_config")}
         hosts[host.name] = {k: v for k, v in fields.items() if v not in ({}, [], None)} or None
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return comment + yaml.safe_dump({"hosts": hosts}, sort_keys=False, default_flow_style=False, allow_unicode=True)

@@ -49,7 +49,9 @@ def inventory() -> None:
 @inventory.command("list")
 @click.argument("selectors", nargs=-1)
 @_inventory_option
-@click.option("--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config.")
+@click.option(
+    "--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config (none: no file)."
+)
 @click.option("--no-ssh-config", is_flag=True, help="Leave the ssh_config's hosts out.")
 @click.option(
     "--ansible", type=_PATH, multiple=True, help="Also merge this Ansible inventory (INI or YAML). Repeatable."
@@ -67,16 +69,21 @@ def list_hosts(
 
     A selector is @group (@all), a glob (build-*), a host name or ssh_config alias, or
     user@host[:port] / [v6addr]:port for a host in no inventory.
+
+    A host of the ssh_config alone is reached by its alias, so ssh applies the config itself
+    (Match blocks too); the destination column shows, in parentheses, what its Host blocks say.
     """
     from pathlib import Path
 
     import hostinv
 
+    # As ssh -F takes it (and check host): none is no ssh_config, not a file called none.
+    no_file = ssh_config is not None and ssh_config.lower() == "none"
     merged = read_inventory(
         lambda: hostinv.load_inventory(
             as_path(inventory_file),
-            ssh_config=as_path(ssh_config),
-            use_ssh_config=not no_ssh_config,
+            ssh_config=None if no_file else as_path(ssh_config),
+            use_ssh_config=not (no_ssh_config or no_file),
             ansible=[Path(a) for a in ansible],
         )
     )
@@ -94,6 +101,8 @@ def list_hosts(
     from rich.table import Table
     from rich.text import Text
 
+    from ..masking import escape_control
+
     if not hosts:
         emit("no hosts in the inventory yet (see `remote-acp inventory import`)\n")
         return
@@ -101,8 +110,12 @@ def list_hosts(
     for h in hosts:
         labels = " ".join(f"{k}={v}" for k, v in h.labels.items())
         origin = ", ".join(Path(s).name for s in h.sources)
-        # Text, not markup: a '[' in an address or a label is not a style tag
-        table.add_row(*(Text(c) for c in (h.name, h.destination, ",".join(h.groups), str(h.capacity), labels, origin)))
+        seen = h.ssh_config_destination
+        destination = h.destination if seen is None else f"{h.destination} ({seen})"
+        cells = (h.name, destination, ",".join(h.groups), str(h.capacity), labels, origin)
+        # Text, not markup: a '[' in an address or a label is not a style tag; every cell quotes
+        # a file, so a control character in one is shown escaped, never sent to the terminal.
+        table.add_row(*(Text(escape_control(c)) for c in cells))
     try:
         # a pipe gets whole lines, not a table cut to 80 columns
         Console(width=None if sys.stdout.isatty() else 1000).print(table)
@@ -136,8 +149,10 @@ def import_ansible(source: str, inventory_file: str | None, force: bool) -> None
 @_inventory_option
 @click.option("--force", is_flag=True, help="Replace an existing inventory file.")
 def import_ssh_config(source: str | None, inventory_file: str | None, force: bool) -> None:
-    """Import the Host aliases (without wildcards) of SOURCE [~/.ssh/config], with the options ssh
-    would use for each (Include followed, Match blocks skipped)."""
+    """Import the Host aliases (without wildcards) of SOURCE [~/.ssh/config], Include followed.
+
+    Only the names are written: each host is reached by its alias, so ssh goes on applying
+    the ssh_config (Match blocks too) rather than values copied out of it."""
     from pathlib import Path
 
     import hostinv
