@@ -367,6 +367,12 @@ exit "$_ra_rc"
 """
 
 
+# What travels: the supervisor without its comment lines, which every host would read for nothing.
+_SHIPPED_SUPERVISE: Final = (
+    "\n".join(line for line in _SUPERVISE.splitlines() if not line.lstrip().startswith("#")) + "\n"
+)
+
+
 def remote_script(
     workspace: str,
     command: str | Sequence[str],
@@ -450,7 +456,7 @@ def remote_script(
             f"{{ printf '%s\\n' {_q(NO_GO_MARK)} >&2; exit {EXIT_NO_GO}; }}",
         ]
     supervise = (
-        _SUPERVISE.replace("__SINCE__", _SINCE.strip("\n"))
+        _SHIPPED_SUPERVISE.replace("__SINCE__", _SINCE.strip("\n"))
         .replace("__WATCH_TRAP__", WATCH_TRAP)
         .replace("__GRACE__", str(kill_grace_s))
         .replace("__SIGNAL_MARK__", SIGNAL_MARK)
