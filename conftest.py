@@ -9,7 +9,7 @@ import pytest
 
 from remote_acp.targets.containment import close_launcher
 from tests.support.orphans import MARKER_NAME, become_subreaper, kill_marked, live_children, settle_children
-from tests.support.tiers import classify, forbid_processes, needs_process
+from tests.support.tiers import classify, forbid_processes, longest_first, needs_process
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
@@ -145,14 +145,20 @@ fixture that starts one, and everything under integration/, are marked without b
 
 TIMING = frozenset(
     {
+        "integration/test_fleet_pool_scheduler.py::test_a_job_queue_over_the_pool_survives_a_host_killed_mid_run",
         "integration/test_ssh.py::test_connect_timeout_to_an_unreachable_host",
         "integration/test_ssh.py::test_link_cut_mid_turn_ends_within_keepalive_bound",
         "integration/test_ssh_starts.py",
+        "tests/test_call_failures.py::test_a_start_error_keeps_its_data",
         "tests/test_cli.py::test_history_lock_wait_is_bounded",
+        "tests/test_hostinv_bounds.py::test_the_same_hosts_listed_in_many_groups_are_bounded_too",
+        "tests/test_launcher.py::test_the_launcher_is_closed_at_interpreter_exit_without_a_resource_warning",
         "tests/test_pressure.py::test_a_flooding_agent_does_not_starve_the_event_loop",
         "tests/test_pressure.py::test_fifty_sessions_keep_their_bounds_while_one_floods",
         "tests/test_pressure.py::test_kill_ends_the_turn_at_once_and_skips_the_graceful_window",
+        "tests/test_public_api.py::test_public_names_are_typed_and_a_misspelt_one_fails_type_checking",
         "tests/test_scripted_agent.py::test_cancel_during_sleep",
+        "tests/test_session_start.py::test_unanswered_handshake_names_its_bound",
         "tests/test_ssh_supervisor.py",
     }
 )
@@ -160,8 +166,26 @@ TIMING = frozenset(
 full suite runs them alone, after the parallel part, on a machine no other test loads."""
 
 
+LONGEST = frozenset(
+    {
+        "integration/test_check_host.py::test_the_exit_status_says_whether_only_connections_failed",
+        "integration/test_cli_wait_for_slot.py",
+        "integration/test_fleet_placement.py::test_separate_controllers_never_run_more_agents_than_the_hosts_capacity",
+        "integration/test_gemini_cli.py::test_a_session_continued_by_another_process_in_its_creation_minute_keeps_its_history",
+        "integration/test_gemini_measure.py::test_a_wrapper_that_does_not_name_the_runtime_settles_by_restarting",
+        "integration/test_probe_bounds.py::test_a_login_that_floods_costs_bounded_memory",
+        "integration/test_qwen.py::test_handshake_and_streamed_text_turns",
+        "integration/test_qwen_resume.py",
+        "tests/test_demo.py",
+        "tests/test_hostinv_probe_run.py::test_a_quick_agent_never_waits_for_the_bound",
+    }
+)
+"""The tests that take longest (tens of seconds, a minute for some): a parallel run starts them first."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     classify(items, lambda name: getattr(pytest.mark, name), {"process": PROCESS, "timing": TIMING})
+    longest_first(items, LONGEST, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 @pytest.hookimpl(wrapper=True)

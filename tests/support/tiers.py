@@ -45,6 +45,7 @@ __all__ = [
     "ProcessForbidden",
     "classify",
     "forbid_processes",
+    "longest_first",
     "needs_process",
 ]
 
@@ -76,11 +77,7 @@ def classify(items: Iterable[pytest.Item], mark: Callable[[str], Any], given: Ma
     of its parametrizations).
     """
     for item in items:
-        path = Path(str(item.path)).resolve()
-        try:
-            relative = path.relative_to(ROOT).as_posix()
-        except ValueError:
-            relative = path.as_posix()
+        relative = _relative(item)
         test = f"{relative}::{item.name.split('[', 1)[0]}"
         wanted = {name for name, where in given.items() if relative in where or test in where}
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -147,3 +144,39 @@ def _argv_hint(args: tuple[Any, ...]) -> str:
         if isinstance(arg, str | bytes):
             return f": {arg.decode(errors='replace') if isinstance(arg, bytes) else arg}"[:160]
     return ""
+
+
+def longest_first(items: list[pytest.Item], longest: Collection[str], workers: int) -> None:
+    """Reorder ``items`` in place so that a parallel run starts the ``longest`` tests (module paths
+    or node ids without parameters, as for :func:`classify`) first, one share on each worker.
+
+    pytest-xdist's ``worksteal`` scheduler hands each of its ``workers`` an even, contiguous part of
+    the list at the start; each part begins here with its share of the longest tests, so no worker
+    meets one of them at the end of the run, when the others have nothing left to take over."""
+    if workers < 2:
+        return
+
+    def is_long(item: pytest.Item) -> bool:
+        relative = _relative(item)
+        return relative in longest or f"{relative}::{item.name.split('[', 1)[0]}" in longest
+
+    long = [item for item in items if is_long(item)]
+    rest = [item for item in items if not is_long(item)]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for worker in range(workers):
+        size = left // (workers - worker)  # as the scheduler splits what is left
+        share = long[worker::workers]
+        take = max(0, size - len(share))
+        ordered += share + rest[:take]
+        del rest[:take]
+        left -= size
+    items[:] = ordered + rest
+
+
+def _relative(item: pytest.Item) -> str:
+    path = Path(str(item.path)).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.as_posix()
