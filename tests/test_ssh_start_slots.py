@@ -161,9 +161,13 @@ async def test_ssh_targets_to_one_sshd_share_its_slots() -> None:
 @pytest.mark.anyio
 @pytest.mark.both_backends
 async def test_the_local_target_never_waits() -> None:
+    # Three starts at once, each holding its slot: a limited slot would keep the third waiting.
     target = LocalTarget()
-    async with target.start_slot(), target.start_slot(), target.start_slot():
-        pass
+    entered = 0
+    with anyio.move_on_after(1) as bound:
+        async with target.start_slot(), target.start_slot(), target.start_slot():
+            entered = 3
+    assert not bound.cancelled_caught and entered == 3, "a local start waited for a slot"
 
 
 def test_start_key_names_the_sshd_not_the_user() -> None:
