@@ -118,9 +118,7 @@ def test_a_noisy_agent_whose_login_line_left_the_tail_is_still_agent_failed() ->
         ),
         (RemoteAcpError(ErrorKind.RESPONSE_ERROR, "session/new error -32603: internal"), Verdict.AGENT_FAILED),
         (
-            RemoteAcpError(
-                ErrorKind.INVALID_WORKSPACE_CWD, "the workspace /srv/ws does not exist on build"
-            ),
+            RemoteAcpError(ErrorKind.INVALID_WORKSPACE_CWD, "the workspace /srv/ws does not exist on build"),
             Verdict.WORKSPACE_INVALID,
         ),
         (

@@ -75,9 +75,7 @@ def environment(home: Path, runtime: Path | None) -> dict[str, str]:
     return env | ({"XDG_RUNTIME_DIR": str(runtime)} if runtime is not None else {})
 
 
-def test_the_runtime_directory_holds_the_slots_when_the_host_keeps_one(
-    tmp_path: Path, sessions: list[Session]
-) -> None:
+def test_the_runtime_directory_holds_the_slots_when_the_host_keeps_one(tmp_path: Path, sessions: list[Session]) -> None:
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     env = environment(tmp_path / "home", runtime)
