@@ -37,8 +37,9 @@ start before the agent runs, naming the tool. On Linux the supervisor needs no `
 session's token in ``/proc/*/environ``, which catches descendants that left the agent's tree (a
 daemon reparented to init), reading only those that can carry it: the processes started since
 the session under its shell's ancestors, which is where the kernel re-parents a descendant that
-lost its parent; every environ where that cannot be told. A host without ``/proc`` needs a ``ps`` that knows ``-e -o pid= -o
-ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is found through parent links alone.
+lost its parent; every environ where that cannot be told. A host without ``/proc`` needs a
+``ps`` that knows ``-e -o pid= -o ppid=`` and ``-o ppid= -p PID``, and ``tr``; there the tree is
+found through parent links alone.
 Either way a descendant that both cleared its environment and lost its parent chain to the agent
 is out of reach.
 
