@@ -112,8 +112,9 @@ def _address_host(inventory: Inventory, text: str) -> Host:
     known = inventory.get(host)
     if known is not None:  # build-1 from the inventory, as another user or on another port
         update = {k: v for k, v in (("user", user), ("port", port)) if v is not None}
-        # Named as written: alice@build-1 and bob@build-1 are two checks, two rows, two sessions.
-        return known.replace(**update, name=text) if update else known
+        # Named as written: alice@build-1 and bob@build-1 are two checks, two rows, two sessions;
+        # still reached at the inventory host's address, or by its own name (an ssh_config alias).
+        return known.replace(**update, name=text, address=known.address or host) if update else known
     # The selector's checks and parse_address's leave only the length to check (a name longer
     # than any host name), so pydantic stays unloaded for a host given on the command line.
     if len(text) > MAX_NAME:

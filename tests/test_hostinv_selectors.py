@@ -121,3 +121,10 @@ def test_one_inventory_host_reached_as_two_users_is_two_hosts() -> None:
         ("alice@build-1", "alice@10.0.0.5:2222"),
         ("bob@build-1", "bob@10.0.0.5:2222"),
     ]
+
+
+def test_an_ssh_config_alias_reached_as_another_user_keeps_its_alias() -> None:
+    from hostinv import Host, Inventory, select
+
+    (host,) = select(Inventory(hosts=(Host(name="lab1"),)), ["ra-x@lab1"])
+    assert (host.name, host.destination) == ("ra-x@lab1", "ra-x@lab1")
