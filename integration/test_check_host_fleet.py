@@ -301,7 +301,9 @@ async def test_one_run_over_six_hosts_gives_each_its_verdict_message_and_fix(fle
 
     refused = hosts["no-credential"]
     assert refused["verdict"] == "credential_unverified", summary
-    assert refused["error_kind"] == "credential_unverified" and refused["handshake"] is False
+    assert refused["error_kind"] == "credential_unverified"
+    # initialize answered before session/new refused: the row names the agent it talked to
+    assert refused["handshake"] is True and refused["agent_name"], refused
     # qwen's own words: the credential it lacks and where it would have taken one from
     assert "Missing API key" in refused["message"] and "OPENAI_API_KEY" in refused["message"], refused
     assert (refused["cause"], refused["retryable"]) == ("credential_refused", False)

@@ -246,7 +246,9 @@ class Normalizer:
                 self._msg_len += len(rest)
             emit(
                 Notification(
-                    timestamp=self.batch_time or utc_now(),
+                    # The held text arrived with the message's last chunk: dated then, not when the
+                    # next event closed the message (a replayed one would otherwise be dated mid-turn).
+                    timestamp=self._msg_at or self.batch_time or utc_now(),
                     pid=self.pid,
                     session_id=self.session_id,
                     message="",
