@@ -8,7 +8,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from .test_cli import AGENT, cli, json_lines
+from tests.support.cli import AGENT, cli, json_lines
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp.config import check_file
+from tests.support.config_cases import CASES, Case, expected_text, write_case
 from tests.support.startup import modules_after_version
-
-from .test_config import CASES, Case, expected_text, write_case
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,7 +16,7 @@ from remote_acp.fleet import handshake_judgement, host_config_text, host_target
 from remote_acp.targets.exit_status import ExitStatus
 from remote_acp.targets.ssh import SshSettings
 from remote_acp.targets.ssh_errors import ssh_exit_error, ssh_ready_error
-from tests.test_ssh_errors import CHANGED_KEY, LOGIN, UNKNOWN_KEY
+from tests.support.ssh_stderr import CHANGED_KEY, LOGIN, UNKNOWN_KEY
 
 
 def ssh_error(code: int, stderr: str, *, ready: bool | None = None) -> RemoteAcpError:
