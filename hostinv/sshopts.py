@@ -103,11 +103,6 @@ class ResolvedSsh:
         """The name ssh looks the key up by and writes it under."""
         return known_hosts_name(self.host_key_alias or self.hostname, None if self.host_key_alias else self.port)
 
-    @property
-    def known_hosts_files(self) -> tuple[str, ...]:
-        """Every file ssh reads keys from, user files first."""
-        return self.user_known_hosts + self.global_known_hosts
-
 
 def ssh_g_argv(
     destination: str,
