@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from .errors import Cause, ErrorKind, RemoteAcpError
 from .logs import get_logger
@@ -28,7 +28,6 @@ from .logs import get_logger
 if TYPE_CHECKING:
     from logging import Logger, LoggerAdapter
 
-    from .options import SessionOptions
     from .protocol.wire import InitializeResult
     from .session.remote_rules import LaunchRules
 
@@ -268,7 +267,17 @@ class Rendered:
     """One reason per transport the agent cannot take (the tool-servers capability lowers)."""
 
 
-def plan_delivery(options: SessionOptions, rules: LaunchRules, *, verification: bool = False) -> Delivery:
+class WantedServers(Protocol):
+    """What a session asks to deliver (:class:`~remote_acp.options.SessionOptions` is one): the
+    operator's file and the caller's own servers."""
+
+    @property
+    def mcp_config(self) -> str | None: ...
+    @property
+    def mcp_servers(self) -> tuple[McpServer, ...]: ...
+
+
+def plan_delivery(options: WantedServers, rules: LaunchRules, *, verification: bool = False) -> Delivery:
     """What a session delivers: nothing when ``rules`` forbid tool servers (a remote launch: the
     file is not even read), else the caller's servers and the file's, merged. A credential
     check reads and checks the file too (a broken one fails the check, not the later run) but
