@@ -15,6 +15,7 @@ import pytest
 
 from hostinv import resolve_cache
 from hostinv.probes.runner import ProbeSettings, _resolve, _ResolveError
+from tests.support.counted_ssh import counted_ssh, runs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,22 +28,7 @@ OLD = time.time() - 3600  # files older than the run: a fresh file is never trus
 
 @pytest.fixture
 def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An ``ssh`` first on PATH that logs each run to the returned file and runs the real one."""
-    if SSH is None:
-        pytest.skip("needs OpenSSH's ssh")
-    bin_dir, log = tmp_path / "bin", tmp_path / "runs.log"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "ssh"
-    wrapper.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec {SSH} "$@"\n')
-    wrapper.chmod(0o755)
-    os.utime(wrapper, (OLD, OLD))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    log.write_text("")
-    return log
-
-
-def runs(log: Path) -> int:
-    return log.read_text().count("run")
+    return counted_ssh(tmp_path, monkeypatch)
 
 
 def aged(*paths: Path) -> None:

@@ -20,6 +20,7 @@ from hostinv.probes.command import REPORT_END, REPORT_HEADER
 from hostinv.probes.host_keys import HostKeyCheck, effective_policy
 from hostinv.probes.runner import ProbeSettings, _resolve
 from hostinv.sshopts import ResolvedSsh, expand_proxy_command, fallback_config_text, parse_ssh_g
+from tests.support.counted_ssh import counted_ssh, runs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -181,22 +182,7 @@ def test_the_fallback_config_includes_what_ssh_reads(tmp_path: Path) -> None:
 
 @pytest.fixture
 def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An ``ssh`` first on PATH that logs each run to the returned file and runs the real one."""
-    if SSH is None:
-        pytest.skip("needs OpenSSH's ssh")
-    bin_dir, log = tmp_path / "bin", tmp_path / "runs.log"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "ssh"
-    wrapper.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec {SSH} "$@"\n')
-    wrapper.chmod(0o755)
-    os.utime(wrapper, (OLD, OLD))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    log.write_text("")
-    return log
-
-
-def runs(log: Path) -> int:
-    return log.read_text().count("run")
+    return counted_ssh(tmp_path, monkeypatch)
 
 
 @pytest.mark.anyio
