@@ -20,6 +20,11 @@ pytestmark = pytest.mark.anyio
 ASKING_AGENT = Path(__file__).resolve().parent / "agents" / "asking_agent.py"
 
 
+# Time for the agent to read (and record) every answer before teardown ends it, on a loaded
+# machine: what is asserted is what it received.
+UNHURRIED = {"read_timeout_ms": 10_000, "stop_grace_ms": 10_000}
+
+
 def asking(record: Path) -> list[str]:
     return [sys.executable, str(ASKING_AGENT), "--record", str(record)]
 
@@ -38,7 +43,7 @@ async def test_permission_without_a_refusing_option_needs_a_person(
 ) -> None:
     record = tmp_path / "rec.jsonl"
     events: list[Event] = []
-    async with open_session(workspace, fast_options(asking(record))) as s:
+    async with open_session(workspace, fast_options(asking(record), **UNHURRIED)) as s:
         result = await s.run_turn("noreject", events.append)
     assert result.error is not None and result.error.kind is ErrorKind.TURN_INPUT_REQUIRED
     assert not result.error.retryable
@@ -57,7 +62,7 @@ async def test_permission_without_a_refusing_option_needs_a_person(
 async def test_refusable_permission_is_refused_and_the_turn_goes_on(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "rec.jsonl"
     events: list[Event] = []
-    async with open_session(workspace, fast_options(asking(record))) as s:
+    async with open_session(workspace, fast_options(asking(record), **UNHURRIED)) as s:
         result = await s.run_turn("reject", events.append)
     assert result.ok
     assert REFUSED_NOTICE in notices(events)
@@ -68,7 +73,7 @@ async def test_refusable_permission_is_refused_and_the_turn_goes_on(workspace: s
 async def test_elicitation_needs_a_person(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "rec.jsonl"
     events: list[Event] = []
-    async with open_session(workspace, fast_options(asking(record))) as s:
+    async with open_session(workspace, fast_options(asking(record), **UNHURRIED)) as s:
         result = await s.run_turn("elicit", events.append)
     assert result.error is not None and result.error.kind is ErrorKind.TURN_INPUT_REQUIRED
     assert str(result.error) == "agent asked for a decision only a person can make: an answer to a question"
@@ -80,7 +85,7 @@ async def test_elicitation_needs_a_person(workspace: str, tmp_path: Path) -> Non
 async def test_fs_and_terminal_requests_are_malformed_and_the_turn_goes_on(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "rec.jsonl"
     events: list[Event] = []
-    async with open_session(workspace, fast_options(asking(record))) as s:
+    async with open_session(workspace, fast_options(asking(record), **UNHURRIED)) as s:
         result = await s.run_turn("fs terminal", events.append)
     assert result.ok and isinstance(events[-1], TurnCompleted)
     malformed = [(e.message, e.detail) for e in events if isinstance(e, Malformed)]
@@ -94,7 +99,7 @@ async def test_fs_and_terminal_requests_are_malformed_and_the_turn_goes_on(works
 
 async def test_request_between_turns_ends_the_next_turn_without_a_prompt(workspace: str, tmp_path: Path) -> None:
     record = tmp_path / "rec.jsonl"
-    async with open_session(workspace, fast_options(asking(record))) as s:
+    async with open_session(workspace, fast_options(asking(record), **UNHURRIED)) as s:
         first = await s.run_turn("late")
         assert first.ok
         await wait_until(lambda: s._inbox.latched is not None)  # the agent asks between turns
