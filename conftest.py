@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from remote_acp.targets.containment import close_launcher
+from remote_acp.targets.process.containment import close_launcher
 from tests.support.orphans import MARKER_NAME, become_subreaper, kill_marked, live_children, settle_children
 from tests.support.tiers import classify, forbid_processes, longest_first, needs_process
 

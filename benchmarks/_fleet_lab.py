@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from remote_acp.targets.ssh_script import SLOT_DIR_PREFIX
+from remote_acp.targets.ssh.script import SLOT_DIR_PREFIX
 
 from ._common import agent_command
 

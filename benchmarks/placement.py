@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from remote_acp.targets.ssh_script import SLOT_DIR_PREFIX
+from remote_acp.targets.ssh.script import SLOT_DIR_PREFIX
 
 from ._common import Check, Summary, Table, benchmark_process, fmt_s, median, section
 from ._cpu_groups import cpu_groups
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from integration.sshlab import SshLab
     from integration.users import User
     from remote_acp.fleet.pool import HostPool
-    from remote_acp.targets.ssh import SshSettings
+    from remote_acp.targets.ssh.settings import SshSettings
 
     from ._cpu_groups import CpuGroup
 
@@ -99,7 +99,7 @@ class Fleet:
         ]
 
     def settings(self) -> SshSettings:
-        from remote_acp.targets.ssh import SshSettings
+        from remote_acp.targets.ssh.settings import SshSettings
 
         return SshSettings(config_file=str(self.lab.config), connect_timeout_s=10)
 

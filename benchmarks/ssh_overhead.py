@@ -40,7 +40,8 @@ import anyio
 from remote_acp.options import SessionOptions
 from remote_acp.session.core import open_session
 from remote_acp.targets.launch import LocalTarget
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 
 from ._common import (
     ANCHORS,
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from integration.sshlab import SshLab
     from remote_acp.errors import RemoteAcpError
     from remote_acp.targets.launch import LaunchSpec, LaunchTarget
-    from remote_acp.targets.process import ExitStatus
+    from remote_acp.targets.process.agent import ExitStatus
 
 HOST = "lab1"
 WORKSPACE = "/tmp"

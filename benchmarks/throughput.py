@@ -39,7 +39,7 @@ from remote_acp.protocol.framing import OVERSIZED, LineFramer
 from remote_acp.protocol.jsonrpc import JsonRpcPeer, Notification
 from remote_acp.protocol.normalize import Normalizer
 from remote_acp.session.core import open_session
-from remote_acp.targets.process import READ_SIZE
+from remote_acp.targets.process.agent import READ_SIZE
 
 from ._common import (
     ANCHORS,

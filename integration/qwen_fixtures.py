@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pytest
 
 from remote_acp import Event, LocalTarget, Notification, SessionOptions
-from remote_acp.targets.process import AgentProcess
+from remote_acp.targets.process.agent import AgentProcess
 from tests.support.agents import fast_options
 from tests.support.openai_mock import OpenAIMock
 from tests.support.qwen import QWEN_VERSION, qwen_command, qwen_env, qwen_executable

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from remote_acp.targets import process_tree
+from remote_acp.targets.process import tree as process_tree
 from tests.support.orphans import MARKER_NAME
 
 if TYPE_CHECKING:

@@ -26,7 +26,8 @@ import pytest
 from hostinv.causes import CAUSES, Cause
 from integration.users import agent_pythonpath, throwaway_user
 from remote_acp import ErrorKind, LocalTarget, RemoteAcpError, open_session
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
 from tests.support.causes import StallingServer, free_port, keygen, remote_acp, wrong_key_line
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hostinv.causes import CAUSES, Cause
-from remote_acp.targets.process_tree import alive
+from remote_acp.targets.process.tree import alive
 from tests.support.agents import wait_until
 from tests.support.check_output import read_check_output
 

@@ -36,7 +36,7 @@ from hostinv.causes import CAUSES, Cause
 from integration.sshlab import SshLab, free_port
 from integration.users import SHELLS, User, agent_pythonpath, for_others, throwaway_user, uid_processes
 from remote_acp.fleet.report import TABLE_COLUMNS
-from remote_acp.targets.process_tree import alive
+from remote_acp.targets.process.tree import alive
 from tests.support.agents import wait_until
 from tests.support.check_output import read_check_output
 from tests.support.qwen import default_settings

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from integration.users import agent_pythonpath, throwaway_user
-from remote_acp.targets.process_tree import alive
+from remote_acp.targets.process.tree import alive
 from tests.support.agents import wait_until
 
 if TYPE_CHECKING:

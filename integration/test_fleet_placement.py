@@ -27,8 +27,8 @@ from integration.users import User, agent_pythonpath, throwaway_user
 from remote_acp.errors import ErrorKind
 from remote_acp.fleet import HostPool
 from remote_acp.options import SessionOptions
-from remote_acp.targets.process_tree import alive
-from remote_acp.targets.ssh import SshSettings
+from remote_acp.targets.process.tree import alive
+from remote_acp.targets.ssh.settings import SshSettings
 from tests.support.agents import wait_until
 
 if TYPE_CHECKING:

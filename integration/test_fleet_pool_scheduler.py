@@ -32,8 +32,8 @@ from integration.users import User, agent_pythonpath, throwaway_user
 from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
 from remote_acp.fleet.pool import HostPool, SlotWait
 from remote_acp.options import SessionOptions
-from remote_acp.targets import process_tree
-from remote_acp.targets.ssh import SshSettings
+from remote_acp.targets.process import tree as process_tree
+from remote_acp.targets.ssh.settings import SshSettings
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

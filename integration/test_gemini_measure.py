@@ -24,7 +24,8 @@ from integration.gemini_fixtures import gemini_installed, gemini_mock, gemini_op
 from remote_acp import Event, Notification, TokenUsage, TurnCancelled, TurnCompleted, open_session
 from remote_acp.events import TokenLowerBound
 from remote_acp.session.capabilities import NOTICE_PREFIX
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import wait_until
 from tests.support.gemini import gemini_command, gemini_env
 from tests.support.gemini_mock import GeminiMock, Usage

@@ -12,7 +12,8 @@ import pytest
 from remote_acp import open_session
 from remote_acp.mcp import McpServer
 from remote_acp.session.capabilities import Capability, CapabilityState
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:

@@ -39,7 +39,8 @@ from remote_acp import (
     open_session,
 )
 from remote_acp.protocol.unattended import REFUSED_NOTICE
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support import openai_mock
 from tests.support.openai_mock import TextReply, write_file_call
 from tests.support.orphans import MARKER_NAME, find_marked

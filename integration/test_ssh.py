@@ -18,7 +18,8 @@ import pytest
 from integration.sshlab import SshLab, keygen
 from remote_acp import ErrorKind, Event, Notification, RemoteAcpError, SessionOptions, open_session
 from remote_acp.errors import Cause
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
 from tests.support.orphans import alive
 

@@ -18,7 +18,7 @@ import pytest
 from integration.sshlab import keygen
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, SshSettings, SshTarget, open_session
 from remote_acp.fleet.check import handshake_judgement
-from remote_acp.targets.ssh import is_ssh_chatter
+from remote_acp.targets.ssh.errors import is_ssh_chatter
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:

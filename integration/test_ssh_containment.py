@@ -28,7 +28,8 @@ CONTROLLER = textwrap.dedent(
     """
     import sys, anyio
     from remote_acp import open_session
-    from remote_acp.targets.ssh import SshSettings, SshTarget
+    from remote_acp.targets.ssh.settings import SshSettings
+    from remote_acp.targets.ssh.target import SshTarget
     from tests.support.agents import fast_options, scripted
 
     async def main(config, pid_file, child_file):

@@ -16,8 +16,9 @@ import pytest
 
 from integration.users import SHELLS, User, agent_pythonpath, login_shell, throwaway_user, uid_processes
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
-from remote_acp.targets.ssh import SshSettings, SshTarget
-from remote_acp.targets.ssh_argv import ready_bound_ms
+from remote_acp.targets.ssh.argv import ready_bound_ms
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:

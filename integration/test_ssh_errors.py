@@ -8,8 +8,8 @@ Login shells and accounts come from throwaway users (:mod:`integration.users`), 
 ``ForceCommand`` is started here beside the lab's, and a server that stalls the key exchange is
 a small TCP server (tests/support/causes.py). Where a reading depends on whether the remote side printed its
 ready marker, which only the session core knows, the test runs the session's own ssh argv
-(:func:`~remote_acp.targets.ssh_argv.ssh_argv`) by hand and reads its end with
-:func:`~remote_acp.targets.ssh_errors.ssh_exit_error`, as the core would.
+(:func:`~remote_acp.targets.ssh.argv.ssh_argv`) by hand and reads its end with
+:func:`~remote_acp.targets.ssh.errors.ssh_exit_error`, as the core would.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from integration.sshlab import SSHD, free_port, keygen, wait_listening
 from integration.users import throwaway_user
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
 from remote_acp.targets.exit_status import ExitStatus
-from remote_acp.targets.ssh import Destination, SshSettings, SshTarget, ssh_config_file
-from remote_acp.targets.ssh_argv import ssh_argv
-from remote_acp.targets.ssh_errors import ssh_exit_error
+from remote_acp.targets.ssh.argv import ssh_argv
+from remote_acp.targets.ssh.destination import Destination
+from remote_acp.targets.ssh.errors import ssh_exit_error
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget, ssh_config_file
 from remote_acp.targets.stderr_tail import StderrTail
 from tests.support.agents import fast_options, scripted
 from tests.support.causes import StallingServer

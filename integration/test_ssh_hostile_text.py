@@ -12,7 +12,8 @@ import pytest
 
 from remote_acp import ErrorKind, Event, Malformed, Notification, ToolResult, open_session
 from remote_acp.masking import MASK
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp import SessionOptions, open_session
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
 from tests.support.orphans import alive
 

@@ -14,7 +14,8 @@ import pytest
 
 from integration.users import SHELLS, User, agent_pythonpath, login_shell, throwaway_user
 from remote_acp import SessionOptions, open_session
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:

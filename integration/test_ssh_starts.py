@@ -17,7 +17,8 @@ import pytest
 from integration.sshlab import SshLab
 from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
 from remote_acp.errors import Cause
-from remote_acp.targets.ssh import SshSettings, SshTarget
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
 
 if TYPE_CHECKING:

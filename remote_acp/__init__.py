@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from .session.turn import TurnResult
     from .session.verification import CredentialVerdict, verify_credentials
     from .targets import LaunchSpec, LaunchTarget, LocalTarget, SshSettings, SshTarget
-    from .targets.containment import close_launcher
     from .targets.limits import raise_open_file_limit
+    from .targets.process.containment import close_launcher
 
 __all__ = (
     "Capability",
@@ -102,7 +102,7 @@ _HOME = {
     "TurnStream": "session.stream",
     "open_session": "session",
     "raise_open_file_limit": "targets.limits",
-    "close_launcher": "targets.containment",
+    "close_launcher": "targets.process.containment",
     "start_session": "session",
     "verify_credentials": "session.verification",
     "load_workflow": "config",

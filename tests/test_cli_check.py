@@ -145,7 +145,7 @@ def test_a_probe_only_check_loads_no_unused_parser_nor_the_ssh_target(env: dict[
         "hostinv.inventory.own_file",
         "hostinv.inventory.ansible",
         "hostinv.inventory.ssh_config",
-        "remote_acp.targets.ssh",
+        "remote_acp.targets.ssh.target",
         "remote_acp.cli.render",
         "remote_acp.events",
     )

@@ -15,8 +15,8 @@ import pytest
 
 from remote_acp.errors import ErrorKind, RemoteAcpError
 from remote_acp.session.connection import AgentConnection
-from remote_acp.targets.process import PipeClosed
-from remote_acp.targets.ready_marker import ReadyMarker
+from remote_acp.targets.process.agent import PipeClosed
+from remote_acp.targets.ssh.ready_marker import ReadyMarker
 
 if TYPE_CHECKING:
     from remote_acp.protocol.jsonrpc import Malformed, Request

@@ -21,7 +21,7 @@ import pytest
 
 from remote_acp import open_session
 from remote_acp.targets.launch import LaunchSpec
-from remote_acp.targets.process import AgentProcess
+from remote_acp.targets.process.agent import AgentProcess
 from tests.support.agents import fast_options, scripted
 from tests.support.orphans import alive
 from tests.support.processes import gone_within, supervisor_of
@@ -228,7 +228,7 @@ async def test_without_its_supervisor_kill_falls_back_to_the_group_and_the_mark(
 def test_the_supervisor_boots_from_any_directory_and_only_its_own_module_is_taken_from_there(tmp_path: Path) -> None:
     # Quotes, a space and a backslash in the install path; a file beside it named like a
     # standard module it imports must not replace that module.
-    from remote_acp.targets.containment import SUPERVISOR_SCRIPT, boot_code
+    from remote_acp.targets.process.containment import SUPERVISOR_SCRIPT, boot_code
 
     home = tmp_path / 'it\'s a \\ "dir"'
     home.mkdir()

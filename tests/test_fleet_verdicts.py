@@ -14,8 +14,8 @@ from hostinv.probes import Verdict
 from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
 from remote_acp.fleet import handshake_judgement, host_config_text, host_target
 from remote_acp.targets.exit_status import ExitStatus
-from remote_acp.targets.ssh import SshSettings
-from remote_acp.targets.ssh_errors import ssh_exit_error, ssh_ready_error
+from remote_acp.targets.ssh.errors import ssh_exit_error, ssh_ready_error
+from remote_acp.targets.ssh.settings import SshSettings
 from tests.support.ssh_stderr import CHANGED_KEY, LOGIN, UNKNOWN_KEY
 
 

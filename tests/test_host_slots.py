@@ -24,9 +24,8 @@ from remote_acp.cli.placement import is_selection
 from remote_acp.errors import ErrorKind
 from remote_acp.fleet import handshake_judgement, rank_hosts
 from remote_acp.targets.exit_status import ExitStatus
-from remote_acp.targets.ssh import SshSettings
-from remote_acp.targets.ssh_errors import ssh_exit_error
-from remote_acp.targets.ssh_script import (
+from remote_acp.targets.ssh.errors import ssh_exit_error
+from remote_acp.targets.ssh.script import (
     AT_CAPACITY_MARK,
     BOOTSTRAP,
     EXIT_AT_CAPACITY,
@@ -35,6 +34,7 @@ from remote_acp.targets.ssh_script import (
     remote_script,
     stdin_prefix,
 )
+from remote_acp.targets.ssh.settings import SshSettings
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

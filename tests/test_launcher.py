@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from remote_acp.targets import launcher as launchers
 from remote_acp.targets.launch import LaunchSpec
-from remote_acp.targets.process import SESSION_MARK, AgentProcess
+from remote_acp.targets.process import fork_server as launchers
+from remote_acp.targets.process.agent import SESSION_MARK, AgentProcess
 from tests.support.agents import scripted
 from tests.support.orphans import alive
 from tests.support.processes import gone_within, supervisor_of
@@ -222,7 +222,7 @@ CONTROLLER = textwrap.dedent(
     """
     import os, sys, anyio
     from remote_acp.targets.launch import LaunchSpec
-    from remote_acp.targets.process import AgentProcess
+    from remote_acp.targets.process.agent import AgentProcess
     from tests.support.agents import scripted
 
     async def main():
@@ -261,7 +261,7 @@ DEV_MODE_CONTROLLER = textwrap.dedent(
     """
     import sys, anyio
     from remote_acp import SessionOptions, open_session
-    from remote_acp.targets import launcher
+    from remote_acp.targets.process import fork_server as launcher
     from tests.support.agents import scripted
 
     async def main():

@@ -32,7 +32,7 @@ from remote_acp import (
 )
 from remote_acp.session.connection import WRITE_HIGH_WATER
 from remote_acp.session.turn import MAX_BUFFERED_BYTES, MAX_BUFFERED_EVENTS
-from remote_acp.targets.process import AgentProcess
+from remote_acp.targets.process.agent import AgentProcess
 from tests.support.agents import fast_options, scripted, wait_until
 from tests.support.orphans import alive
 

@@ -16,7 +16,7 @@ import pytest
 
 from hostinv.probes import parse_report, probe_script
 from hostinv.slots import PRIVATE
-from remote_acp.targets.ssh_script import BOOTSTRAP, remote_script, stdin_prefix
+from remote_acp.targets.ssh.script import BOOTSTRAP, remote_script, stdin_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from remote_acp import ErrorKind, Event, LaunchSpec, LocalTarget, RemoteAcpError, open_session
-from remote_acp.targets.ready_marker import GATED_OUTPUT_KEPT, ReadyMarker
+from remote_acp.targets.ssh.ready_marker import GATED_OUTPUT_KEPT, ReadyMarker
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:

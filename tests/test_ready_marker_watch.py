@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
 from remote_acp.targets.launch import LaunchSpec, Ready
-from remote_acp.targets.ready_marker import GATED_OUTPUT_KEPT, PRINTED_KEPT, ReadyMarker
+from remote_acp.targets.ssh.ready_marker import GATED_OUTPUT_KEPT, PRINTED_KEPT, ReadyMarker
 
 MARKER = b"remote-acp-ready-1a"
 

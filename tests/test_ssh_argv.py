@@ -12,16 +12,11 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from remote_acp.targets import ssh_argv as ssh_argv_module
-from remote_acp.targets.ssh import (
-    Destination,
-    HostKeyPolicy,
-    SshSettings,
-    fallback_config_text,
-    ssh_argv,
-)
-from remote_acp.targets.ssh_argv import PROBED_OVERRIDES, local_ssh_options, ready_bound_ms, session_overrides
-from remote_acp.targets.ssh_config import write_fallback_config
+from remote_acp.targets.ssh import argv as ssh_argv_module
+from remote_acp.targets.ssh.argv import PROBED_OVERRIDES, local_ssh_options, ready_bound_ms, session_overrides, ssh_argv
+from remote_acp.targets.ssh.config import fallback_config_text, write_fallback_config
+from remote_acp.targets.ssh.destination import Destination
+from remote_acp.targets.ssh.settings import HostKeyPolicy, SshSettings
 from tests.support.ssh_build import (
     BASE_OPTIONS,
     CONTROL_OPTIONS,

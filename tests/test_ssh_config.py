@@ -17,14 +17,15 @@ import anyio
 import pytest
 
 from remote_acp.errors import ErrorKind
-from remote_acp.targets.ssh import (
-    Destination,
-    HostKeyPolicy,
-    SshSettings,
-    SshTarget,
+from remote_acp.targets.ssh.config import (
+    effective_host_key_policy,
+    fallback_config_dir,
     fallback_config_text,
+    write_fallback_config,
 )
-from remote_acp.targets.ssh_config import effective_host_key_policy, fallback_config_dir, write_fallback_config
+from remote_acp.targets.ssh.destination import Destination
+from remote_acp.targets.ssh.settings import HostKeyPolicy, SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.ssh_build import (
     environ_with,
     fake_ssh,
@@ -226,7 +227,7 @@ def test_prepare_never_passes_a_policy_of_ours_and_warns_when_the_config_turns_c
     tmp_path: Path, caplog: pytest.LogCaptureFixture, printed: str, warned: bool
 ) -> None:
     fake_ssh(tmp_path / "bin", printed)
-    with caplog.at_level(logging.WARNING, logger="remote_acp.targets.ssh"):
+    with caplog.at_level(logging.WARNING, logger="remote_acp.targets.ssh.target"):
         spec = prepare(SshTarget("build", environ=environ_with(tmp_path / "bin")), ["agent"], "/srv/ws")
     assert spec.argv[1:3] == ["-F", str(fallback_path(None))]
     assert not [word for word in spec.argv if "StrictHostKeyChecking" in word]
@@ -333,7 +334,7 @@ def test_preparing_a_session_over_ssh_loads_no_inventory_machinery(tmp_path: Pat
     # models (pydantic) or YAML to read them.
     program = (
         "import json, sys, anyio\n"
-        "from remote_acp.targets.ssh import SshSettings, SshTarget\n"
+        "from remote_acp.targets.ssh.target import SshSettings, SshTarget\n"
         "target = SshTarget('deploy@build.invalid:2222', SshSettings(config_file='none'))\n"
         "anyio.run(target.prepare, 'agent --acp', '/srv/ws')\n"
         "print(json.dumps(sorted(sys.modules)))\n"

@@ -5,11 +5,8 @@ from __future__ import annotations
 import pytest
 
 from remote_acp.errors import ErrorKind
-from remote_acp.targets.ssh import (
-    Destination,
-    SshTarget,
-    parse_destination,
-)
+from remote_acp.targets.ssh.destination import Destination, parse_destination
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.ssh_build import (
     raises_kind,
 )

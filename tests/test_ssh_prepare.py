@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp.errors import Cause, ErrorKind
-from remote_acp.targets.process import ExitStatus
-from remote_acp.targets.ssh import (
-    SshSettings,
-    SshTarget,
-)
+from remote_acp.targets.process.agent import ExitStatus
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from tests.support.ssh_build import (
     SIGNAL_MARK,
     WORKSPACE_MARK,

@@ -27,14 +27,19 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp.errors import ErrorKind
-from remote_acp.targets.ssh import (
-    Destination,
-    SshSettings,
+from remote_acp.targets.ssh.argv import ssh_argv
+from remote_acp.targets.ssh.destination import Destination
+from remote_acp.targets.ssh.script import (
+    ANOTHER_SHELL,
+    BOOTSTRAP,
+    END_MARK,
+    INCOMPLETE_MARK,
+    TOOL_MARK,
+    data_line,
     remote_script,
-    ssh_argv,
     stdin_prefix,
 )
-from remote_acp.targets.ssh_script import ANOTHER_SHELL, BOOTSTRAP, END_MARK, INCOMPLETE_MARK, TOOL_MARK, data_line
+from remote_acp.targets.ssh.settings import SshSettings
 from tests.support.orphans import MARKER_NAME, alive, kill_marked
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
@@ -580,7 +585,7 @@ def test_the_watchdogs_newest_sleep_goes_with_it_even_before_its_pid_was_noted(s
     # The race: the script ends the watchdog (TERM) right after `sleep 1 &` forked and before the
     # watchdog could note the sleep's pid. Its trap still kills that sleep, and never the agent
     # ($! before the watchdog's first sleep), which the script has reaped by then.
-    from remote_acp.targets.ssh_script import WATCH_TRAP
+    from remote_acp.targets.ssh.script import WATCH_TRAP
 
     body = (
         'sleep 60 >/dev/null 2>&1 & _ra_agent=$!; echo "$_ra_agent"\n'

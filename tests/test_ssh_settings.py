@@ -7,10 +7,8 @@ import subprocess
 
 import pytest
 
-from remote_acp.targets.ssh import (
-    SshSettings,
-    remote_script,
-)
+from remote_acp.targets.ssh.script import remote_script
+from remote_acp.targets.ssh.settings import SshSettings
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
 )

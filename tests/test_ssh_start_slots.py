@@ -14,8 +14,9 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from remote_acp.targets.launch import LocalTarget
-from remote_acp.targets.ssh import SshSettings, SshTarget, start_key
-from remote_acp.targets.start_slots import in_flight, start_slot
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.start_slots import in_flight, start_slot
+from remote_acp.targets.ssh.target import SshTarget, start_key
 
 
 class Starts:

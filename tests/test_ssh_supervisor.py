@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from remote_acp.targets.ssh import (
-    remote_script,
-)
+from remote_acp.targets.ssh.script import remote_script
 from tests.support.orphans import MARKER_NAME, alive, find_marked, kill_marked
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
@@ -303,7 +301,7 @@ def test_the_sweeps_first_pass_finds_a_descendant_that_left_the_tree_and_skips_o
     # the subtrees of its ancestors' children started since its shell. A process that called
     # setsid and lost its parent is re-parented to one of those ancestors (this test process is a
     # subreaper, else init), so it is listed; a process that started before the shell is not.
-    from remote_acp.targets.ssh_script import _SINCE
+    from remote_acp.targets.ssh.script import _SINCE
 
     older = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
     script = (

@@ -6,8 +6,9 @@ import pytest
 
 from remote_acp.masking import MASK, mask_secrets, secret_values
 from remote_acp.targets.exit_status import ExitStatus
-from remote_acp.targets.ssh import SshSettings, SshTarget, is_ssh_chatter
-from remote_acp.targets.ssh_errors import ssh_exit_error
+from remote_acp.targets.ssh.errors import is_ssh_chatter, ssh_exit_error
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
 from remote_acp.targets.stderr_tail import StderrTail
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from ..fleet import HostCheck, ProbeResult
     from ..options import SessionOptions
-    from ..targets.ssh_settings import SshSettings
+    from ..targets.ssh.settings import SshSettings
 
 __all__ = ["check", "render_json", "render_table"]
 
@@ -135,7 +135,7 @@ def check_host(
     10 an inventory file cannot be read; 141 the output was closed.
     """
     if not no_handshake:
-        from ..targets.launcher import prestart_launcher
+        from ..targets.process.fork_server import prestart_launcher
 
         prestart_launcher()  # the handshakes' supervisors' launcher starts beside the imports below
     import os
@@ -147,7 +147,7 @@ def check_host(
 
     from ..fleet import exit_status
     from ..options import SessionOptions as Options
-    from ..targets.ssh_settings import SshSettings as Settings
+    from ..targets.ssh.settings import SshSettings as Settings
     from .local_files import print_notes, read_inventory
     from .placement import load_merged
 
@@ -302,7 +302,7 @@ async def _check(request: _Request) -> list[HostCheck]:
 
     from ..fleet.cache import ProbeCache, resolve_cache_dir
     from ..fleet.check import check_hosts
-    from ..targets.ssh_script import SLOT_DIR_PREFIX
+    from ..targets.ssh.script import SLOT_DIR_PREFIX
 
     probe_settings = ProbeSettings(
         slot_prefix=SLOT_DIR_PREFIX,

@@ -227,7 +227,7 @@ def run(
     failure (the output cannot be written, the session history cannot be read); 130
     interrupted; 141 the output was closed.
     """
-    from ..targets.launcher import prestart_launcher
+    from ..targets.process.fork_server import prestart_launcher
 
     prestart_launcher()  # the supervisors' launcher starts beside the imports below, not after them
     import anyio
@@ -270,7 +270,8 @@ def run(
         host, workspace = resumed_where(history, resume, host, workspace, workflow)
     selectors: tuple[str, ...] = (host,) if host is not None else workflow.ssh_hosts if workflow is not None else ()
     if selectors:
-        from ..targets.ssh import SshSettings, SshTarget
+        from ..targets.ssh.settings import SshSettings
+        from ..targets.ssh.target import SshTarget
 
         ssh_given: dict[str, Any] = {
             "host_key_policy": host_key_policy,

@@ -19,7 +19,7 @@ from .validate import Checked, Finding, check_text
 if TYPE_CHECKING:
     from ..options import SessionOptions
     from ..targets.launch import LocalTarget
-    from ..targets.ssh import SshSettings
+    from ..targets.ssh.settings import SshSettings
 
 __all__ = ["ConfigError", "SchedulingLimits", "Workflow", "check_file", "load_workflow"]
 
@@ -157,9 +157,9 @@ class Workflow:
         return SessionOptions(**values)
 
     def ssh_settings(self, **overrides: Any) -> SshSettings:
-        """The :class:`~remote_acp.targets.ssh.SshSettings` of the ``worker`` block (``no`` as the
+        """The :class:`~remote_acp.targets.ssh.target.SshSettings` of the ``worker`` block (``no`` as the
         host key policy is the operator's explicit choice, so it is forced); overrides as above."""
-        from ..targets.ssh import SshSettings
+        from ..targets.ssh.settings import SshSettings
 
         worker = self.config.worker
         values: dict[str, Any] = {

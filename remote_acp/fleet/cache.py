@@ -32,14 +32,14 @@ _TUPLES = ("load", "unavailable", "invalid")
 
 def probe_cache_dir() -> Path:
     """``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``."""
-    from ..targets.ssh_config import cache_base
+    from ..targets.ssh.config import cache_base
 
     return cache_base() / "probes"
 
 
 def resolve_cache_dir() -> Path:
     """Where probes keep ``ssh -G``'s answers (:mod:`hostinv.resolve_cache`), as sessions do."""
-    from ..targets.ssh_config import ssh_g_cache_dir
+    from ..targets.ssh.config import ssh_g_cache_dir
 
     return ssh_g_cache_dir()
 

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
     from ..options import SessionOptions
     from ..session.verification import CredentialVerdict
-    from ..targets.ssh import Preflight, SshTarget
-    from ..targets.ssh_settings import SshSettings
+    from ..targets.ssh.settings import SshSettings
+    from ..targets.ssh.target import Preflight, SshTarget
     from .cache import Kept, ProbeCache
     from .login_probe import LoginProbe
     from .report import ProbeResult
@@ -96,7 +96,7 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     options += sorted(host.ssh_options.items())
     if not options:
         return None
-    from ..targets.ssh_config import host_block_text, included_files
+    from ..targets.ssh.config import host_block_text, included_files
 
     for key, value in options:
         if not _KEYWORD.match(key):
@@ -121,8 +121,8 @@ def host_target(
     """
     import os
 
-    from ..targets.ssh import SshTarget  # here: a probe-only check starts no session
-    from ..targets.ssh_config import fallback_config_dir, login_home, write_fallback_config
+    from ..targets.ssh.config import fallback_config_dir, login_home, write_fallback_config
+    from ..targets.ssh.target import SshTarget  # here: a probe-only check starts no session
 
     config = settings.config_file
     if config is not None and config.lower() != "none":

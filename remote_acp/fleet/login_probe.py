@@ -4,7 +4,7 @@ A check with the handshake needs both halves: the probe's facts (OS, cores, load
 agent's path and version, the slots held) and a real session start. Logging in twice (asyncssh
 for the probe, then OpenSSH for the session) costs a host two key exchanges, two
 authentications and two sshd processes, which on a fleet is most of the check. So the probe's
-script runs as the session's :class:`~remote_acp.targets.ssh.Preflight`: the session script runs
+script runs as the session's :class:`~remote_acp.targets.ssh.target.Preflight`: the session script runs
 it before it enters the workspace, its report reaches the client ahead of the ready marker, and
 :meth:`LoginProbe.admit` reads it with ``hostinv``'s own parser and verdicts. A host the probe
 finds not ready starts no agent (the go-ahead is refused); a ready one goes on to

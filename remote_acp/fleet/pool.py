@@ -23,7 +23,7 @@ order) and starts the session on the first. It works on asyncio and trio alike.
   pool are at capacity, instead of failing at once.
 
 Capacity holds across processes because it is kept on the hosts: every session the pool starts
-takes one of its host's agent slots there (:attr:`~remote_acp.targets.ssh.SshSettings.capacity`,
+takes one of its host's agent slots there (:attr:`~remote_acp.targets.ssh.target.SshSettings.capacity`,
 lock files the kernel releases when the session's processes end). The pool's count is an estimate
 (the last probe's count, adjusted by the sessions this pool started and ended since); an estimate
 too low costs one refused login, which corrects it.
@@ -47,8 +47,8 @@ from hostinv.probes import ProbeSettings, Verdict
 from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..logs import get_logger
 from ..session.core import open_session
-from ..targets.ssh import SshSettings
-from ..targets.ssh_script import SLOT_DIR_PREFIX
+from ..targets.ssh.script import SLOT_DIR_PREFIX
+from ..targets.ssh.settings import SshSettings
 from .cache import resolve_cache_dir
 from .check import host_target
 from .login_probe import LoginProbe

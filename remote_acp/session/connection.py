@@ -47,14 +47,14 @@ from ..protocol.jsonrpc import (
     StrayResponse,
 )
 from ..targets.launch import Ready
-from ..targets.process import PipeClosed
+from ..targets.process.agent import PipeClosed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..errors import RemoteAcpError
     from ..targets.launch import Prelude, PreludeState
-    from ..targets.process import AgentProcess
+    from ..targets.process.agent import AgentProcess
 
 __all__ = [
     "MAX_QUEUED_BYTES",
@@ -81,7 +81,7 @@ reader has stopped long before, so only our own requests can still add to the qu
 
 
 class AgentPipes(Protocol):
-    """The agent's end of the connection (an :class:`~remote_acp.targets.process.AgentProcess`)."""
+    """The agent's end of the connection (an :class:`~remote_acp.targets.process.agent.AgentProcess`)."""
 
     stdout_eof: anyio.Event
     """Set by the connection's reader once stdout ended."""

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..logs import ContextLogger
     from ..options import SessionOptions
     from ..targets.launch import LaunchTarget
-    from ..targets.process import AgentProcess
+    from ..targets.process.agent import AgentProcess
     from .capabilities import CapabilityRecord
     from .connection import AgentConnection
     from .inbox import Inbox

@@ -6,7 +6,7 @@ exit status before it answered (``agent_exited``: it stopped of its own accord, 
 an exit status once it ran (``agent_lost``: a fresh session may not meet what ended it), or
 nothing known (``agent_lost``). Over ssh the status is the local ``ssh``'s: 255 is ssh's own failure (the link
 went), and the remote script reports an agent killed by signal N as 128+N (see
-:mod:`remote_acp.targets.ssh_script`).
+:mod:`remote_acp.targets.ssh.script`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..errors import Cause, ErrorFacts
 
 if TYPE_CHECKING:
     from ..targets.exit_status import ExitStatus
-    from ..targets.process import AgentProcess
+    from ..targets.process.agent import AgentProcess
 
 __all__ = ["Ended", "ended", "ended_cause", "exit_facts"]
 

@@ -34,7 +34,7 @@ from .exits import ended_cause, exit_facts
 if TYPE_CHECKING:
     from ..protocol.jsonrpc import Response
     from ..targets.launch import LaunchTarget, Prelude
-    from ..targets.process import AgentProcess
+    from ..targets.process.agent import AgentProcess
     from .connection import AgentConnection
 
 __all__ = ["CREDENTIAL_REFUSED", "ERROR_TEXT_CAP", "Handshake", "close_method", "method_ids"]

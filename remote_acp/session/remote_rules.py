@@ -11,7 +11,7 @@ everything that depends on it reads :func:`rules_for` instead of asking on its o
   that ran it, which is not this one.
 
 How ssh's own failures are read (exit 255 and 127 before the agent spoke are ``port_exit``) is the
-ssh target's, in :mod:`remote_acp.targets.ssh_errors`.
+ssh target's, in :mod:`remote_acp.targets.ssh.errors`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .. import masking
 from ..mcp import plan_delivery
 from ..measure import Measurement
-from ..targets.process import AgentProcess
+from ..targets.process.agent import AgentProcess
 from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection, watch_agent
 from .continuation import Continuation, continue_session, route_for

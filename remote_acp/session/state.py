@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..options import SessionOptions
     from ..protocol.wire import AgentInfo
     from ..targets.launch import LaunchTarget
-    from ..targets.process import AgentProcess
+    from ..targets.process.agent import AgentProcess
     from .connection import AgentConnection
     from .continuation import Obtained
 

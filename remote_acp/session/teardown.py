@@ -25,7 +25,7 @@ import anyio
 
 if TYPE_CHECKING:
     from ..logs import ContextLogger
-    from ..targets.process import AgentProcess
+    from ..targets.process.agent import AgentProcess
     from .connection import AgentConnection
 
 __all__ = ["AFTER_KILL_S", "ProtocolClose", "stop_agent"]

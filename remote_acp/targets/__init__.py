@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .launch import LaunchSpec, LaunchTarget, LocalTarget
-    from .ssh import SshTarget
-    from .ssh_settings import SshSettings
+    from .ssh.settings import SshSettings
+    from .ssh.target import SshTarget
 
 __all__ = ["LaunchSpec", "LaunchTarget", "LocalTarget", "SshSettings", "SshTarget"]
 
 _HOME = {
     **dict.fromkeys(("LaunchSpec", "LaunchTarget", "LocalTarget"), ".launch"),
-    "SshSettings": ".ssh_settings",
-    "SshTarget": ".ssh",
+    "SshSettings": ".ssh.settings",
+    "SshTarget": ".ssh.target",
 }
 
 

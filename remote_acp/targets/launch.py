@@ -118,7 +118,7 @@ class LaunchSpec:
     :class:`~remote_acp.targets.stderr_tail.StderrTail`)."""
 
     # Read-only views of a ready-marker prelude, for code that speaks the start by hand; new code
-    # reads :attr:`prelude` (a :class:`~remote_acp.targets.ready_marker.ReadyMarker` over ssh).
+    # reads :attr:`prelude` (a :class:`~remote_acp.targets.ssh.ready_marker.ReadyMarker` over ssh).
     @property
     def stdin_prefix(self) -> bytes:
         return self.prelude.opening if self.prelude is not None else b""
@@ -293,7 +293,7 @@ class LocalTarget:
     By default the child inherits the full environment of this process. ``env_allowlist`` (for
     an agent you do not trust) narrows it to the named variables plus :data:`MINIMAL_ENV` and
     ``LC_*``; ``extra_env`` then adds or overrides. The process layer adds one variable of its own,
-    the session mark (:data:`remote_acp.targets.process.SESSION_MARK`), by which the agent's
+    the session mark (:data:`remote_acp.targets.process.agent.SESSION_MARK`), by which the agent's
     descendants are found at teardown.
     """
 

@@ -16,11 +16,13 @@ import pytest
 
 from remote_acp.errors import ErrorKind, RemoteAcpError
 from remote_acp.targets.launch import LaunchSpec
-from remote_acp.targets.ssh import SshTarget, fallback_config_text
+from remote_acp.targets.ssh.config import fallback_config_text
 from tests.support.orphans import MARKER_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+
+    from remote_acp.targets.ssh.target import SshTarget
 
 __all__ = [
     "host_runs",

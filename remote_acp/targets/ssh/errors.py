@@ -1,7 +1,7 @@
 """How an ssh that ended during start-up is read: the cause, whether a retry can help, the fix.
 
 ssh exits 255 for every failure of its own, and a remote command's status otherwise, so the
-status alone says little. ssh runs at ``LogLevel VERBOSE`` (:mod:`remote_acp.targets.ssh_argv`),
+status alone says little. ssh runs at ``LogLevel VERBOSE`` (:mod:`remote_acp.targets.ssh.argv`),
 which prints its reasons (``Timeout, server ... not responding`` needs ``INFO``) and, once the
 server accepted the login, ``Authenticated to HOST ... using "publickey".``: that line splits a
 failed connection (before it) from a login that did not run the session's command (after it).
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from hostinv.causes import ssh_words
 
-from ..errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError, bounded_fact
-from .ssh_script import (
+from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError, bounded_fact
+from .script import (
     AT_CAPACITY_MARK,
     EXIT_AT_CAPACITY,
     EXIT_INCOMPLETE,
@@ -37,7 +37,7 @@ from .ssh_script import (
 )
 
 if TYPE_CHECKING:
-    from .exit_status import ExitStatus
+    from ..exit_status import ExitStatus
 
 __all__ = ["SSH_FAILED", "authenticated", "is_ssh_chatter", "ssh_exit_error", "ssh_ready_error", "ssh_reason"]
 
@@ -58,7 +58,7 @@ _CHATTER: Final = re.compile(rf"^(?:{_ROUTINE.pattern}|@|  remove with:)")
 def is_ssh_chatter(line: str) -> bool:
     """Whether ``line`` of ssh's stderr is its routine chatter, which the session keeps out of
     logs, error messages and details (ssh's reason lines stay); the readers of ssh's end still
-    get it (:meth:`~remote_acp.targets.ssh.SshTarget.exit_error`)."""
+    get it (:meth:`~remote_acp.targets.ssh.target.SshTarget.exit_error`)."""
     return _ROUTINE.match(line) is not None
 
 
@@ -275,7 +275,7 @@ def ssh_ready_error(
     label: str, bound_ms: int, *, stderr: str, printed: str, config: str | None = None
 ) -> RemoteAcpError:
     """The error for an ssh to ``label`` whose remote side did not say it was ready within
-    ``bound_ms`` (:func:`remote_acp.targets.ssh_argv.ready_bound_ms`). ``printed``: what came on
+    ``bound_ms`` (:func:`remote_acp.targets.ssh.argv.ready_bound_ms`). ``printed``: what came on
     stdout instead (masked).
 
     Before the server accepted the login, the connection setup did not complete (a server that

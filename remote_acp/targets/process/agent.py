@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from ..errors import ErrorKind, RemoteAcpError
-from . import process_tree
+from ...errors import ErrorKind, RemoteAcpError
+from ..exit_status import ExitStatus
+from ..limits import DESCRIPTOR_ERRNOS, out_of_descriptors
+from ..stderr_tail import StderrTail
+from . import tree as process_tree
 from .containment import StartFailed, Supervisor
-from .exit_status import ExitStatus
-from .limits import DESCRIPTOR_ERRNOS, out_of_descriptors
-from .stderr_tail import StderrTail
 
 if TYPE_CHECKING:
-    from .launch import LaunchSpec
+    from ..launch import LaunchSpec
 
 __all__ = ["SESSION_MARK", "AgentProcess", "ExitStatus", "PipeClosed"]
 

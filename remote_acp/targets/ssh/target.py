@@ -2,23 +2,23 @@
 
 One ``ssh`` process carries the whole session. Everything about how it is built is a pure
 function of its inputs (:func:`parse_destination`, :func:`remote_script`, :func:`stdin_prefix`,
-:func:`ssh_argv`, :func:`~remote_acp.targets.ssh_argv.ready_bound_ms`), tested as data. The
+:func:`ssh_argv`, :func:`~remote_acp.targets.ssh.argv.ready_bound_ms`), tested as data. The
 remote rules live here and nowhere else: a remote launch delivers no tool servers and makes no
 measurement claim (:attr:`SshTarget.remote`), and ssh's exit statuses are read by
 :meth:`SshTarget.exit_error`.
 
-Theory of operation on the far side (:mod:`remote_acp.targets.ssh_script` has the details): the
+Theory of operation on the far side (:mod:`remote_acp.targets.ssh.script` has the details): the
 user's login shell, whichever it is, gets a fixed line with no data in it, which starts ``/bin/sh
--c`` on :data:`~remote_acp.targets.ssh_script.BOOTSTRAP`; that reads the script from stdin,
+-c`` on :data:`~remote_acp.targets.ssh.script.BOOTSTRAP`; that reads the script from stdin,
 ahead of the protocol, with the workspace, the command and the carried environment encoded in it
 so that no shell reads them as code. The script enters the workspace (a failing ``cd`` exits
 with its own status and message, and can never run the command), imports the environment, checks
 the supervisor's tools, prints a per-session ready marker and waits for the client's go-ahead
-line (the spec's :class:`~remote_acp.targets.ready_marker.ReadyMarker` prelude, which the
+line (the spec's :class:`~remote_acp.targets.ssh.ready_marker.ReadyMarker` prelude, which the
 connection runs before the protocol): nothing but that prefix is sent before the marker (so a
 login script that reads stdin or prints cannot eat or garble the protocol, and a login that takes
 longer than
-:func:`~remote_acp.targets.ssh_argv.ready_bound_ms` ends the session with a message naming the
+:func:`~remote_acp.targets.ssh.argv.ready_bound_ms` ends the session with a message naming the
 likely cause), and an agent is never started for a session the client gave up. Then it starts
 the agent in the background with the session's stdin and supervises it: a watchdog notices when
 the connection is gone (the shell's parent, the per-connection sshd, exits) and kills the
@@ -29,7 +29,7 @@ protocol.
 What the host needs: ``/bin/sh`` (POSIX) with the builtins ``read``, ``printf``, ``eval`` and
 ``kill``; and ``awk``, ``grep``, ``sed``, ``cat`` and ``sleep`` for the supervisor, looked for
 on the login's PATH and then in the usual directories
-(:data:`~remote_acp.targets.ssh_script.TOOL_FALLBACK_PATH`), for the supervisor only: the agent
+(:data:`~remote_acp.targets.ssh.script.TOOL_FALLBACK_PATH`), for the supervisor only: the agent
 gets the PATH the login (and the carried environment) gave it. A host without one fails the
 start before the agent runs, naming the tool. On Linux the supervisor needs no ``ps``
 (BusyBox's, which lacks ``-p``, would do anyway): it reads the shell's parent from
@@ -54,7 +54,7 @@ handshake (about 0.3 s) does not pay for that.
 
 Concurrent starts: sshd refuses handshakes beyond its ``MaxStartups``, so at most
 :attr:`SshSettings.max_concurrent_starts` sessions per host start at once in this process
-(:meth:`SshTarget.start_slot`, :mod:`remote_acp.targets.start_slots`).
+(:meth:`SshTarget.start_slot`, :mod:`remote_acp.targets.ssh.start_slots`).
 
 Host keys: an explicit :attr:`SshSettings.host_key_policy` of ``yes`` (a tightening) or ``no``
 (the operator's forced choice) goes on the command line, where it wins over any ssh_config. ssh
@@ -76,13 +76,13 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ..errors import ErrorKind, RemoteAcpError
-from ..logs import get_logger
-from ..masking import assigned_secrets, secret_values
-from .launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
-from .ready_marker import ReadyMarker
-from .ssh_argv import local_ssh_options, ready_bound_ms, ssh_argv
-from .ssh_config import (
+from ...errors import ErrorKind, RemoteAcpError
+from ...logs import get_logger
+from ...masking import assigned_secrets, secret_values
+from ..launch import LaunchSpec, check_env_text, check_workspace_text, command_argv
+from ..stderr_tail import TailReport
+from .argv import local_ssh_options, ready_bound_ms, ssh_argv
+from .config import (
     effective_host_key_policy,
     fallback_config_dir,
     fallback_config_text,
@@ -90,37 +90,29 @@ from .ssh_config import (
     ssh_g_cache_dir,
     write_fallback_config,
 )
-from .ssh_errors import is_ssh_chatter, ssh_exit_error, ssh_ready_error
-from .ssh_script import (
+from .destination import Destination, parse_destination
+from .errors import is_ssh_chatter, ssh_exit_error, ssh_ready_error
+from .ready_marker import ReadyMarker
+from .script import (
     BOOTSTRAP,
     remote_script,
     stdin_prefix,
 )
-from .ssh_settings import HostKeyPolicy, SshSettings
+from .settings import SshSettings
 from .start_slots import start_slot
-from .stderr_tail import TailReport
 
 if TYPE_CHECKING:
     import contextlib
     from collections.abc import Mapping, Sequence
 
-    from .exit_status import ExitStatus
+    from ..exit_status import ExitStatus
 
 __all__ = [
-    "Destination",
-    "HostKeyPolicy",
     "Preflight",
-    "SshSettings",
     "SshTarget",
-    "fallback_config_text",
-    "is_ssh_chatter",
-    "parse_destination",
-    "remote_script",
-    "ssh_argv",
-    "stdin_prefix",
 ]
 
-log = get_logger("remote_acp.targets.ssh")
+log = get_logger("remote_acp.targets.ssh.target")
 
 
 class Preflight(Protocol):
@@ -151,57 +143,6 @@ class Preflight(Protocol):
 READY_REPLY: Final = b"go\n"
 """The go-ahead the client writes once it saw the ready marker; the script reads it before the
 agent starts."""
-
-
-@dataclass(frozen=True, slots=True)
-class Destination:
-    """Where to connect: what ssh is given as the destination, and an explicit port if any."""
-
-    host: str
-    port: int | None = None
-
-    @property
-    def label(self) -> str:
-        """The destination as a person would write it (and :func:`parse_destination` reads)."""
-        if self.port is None:
-            return self.host
-        user, at, address = self.host.rpartition("@")
-        if ":" in address:
-            address = f"[{address}]"
-        return f"{user}{at}{address}:{self.port}"
-
-
-def parse_destination(text: str) -> Destination:
-    """Parse ``alias``, ``user@host``, ``host:port``, ``[v6addr]:port`` or a bare IPv6 address.
-
-    :raises RemoteAcpError: ``agent_not_found`` for an empty or unsafe destination (one starting
-        with ``-`` could be read as an option).
-    """
-    host = text.strip()
-    if not host or any(c.isspace() or not c.isprintable() for c in host):
-        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {text!r} is empty or contains blanks")
-    user, at, rest = host.rpartition("@")
-    port: int | None = None
-    if rest.startswith("["):
-        addr, bracket, tail = rest[1:].partition("]")
-        if not bracket or (tail and not tail.startswith(":")):
-            raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {text!r} is not well formed")
-        rest, port_text = addr, tail[1:]
-        port = _port(port_text, text) if tail else None
-    elif rest.count(":") == 1:
-        rest, port_text = rest.split(":")
-        port = _port(port_text, text)
-    if not rest or rest.startswith("-") or user.startswith("-"):
-        raise RemoteAcpError(
-            ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {text!r} is refused: it would read as an option"
-        )
-    return Destination(f"{user}{at}{rest}", port)
-
-
-def _port(text: str, whole: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
-        raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, f"the ssh destination {whole!r} has an invalid port")
-    return int(text)
 
 
 @dataclass(frozen=True, slots=True)

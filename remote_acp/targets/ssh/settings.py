@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .ssh_script import check_count, validate_env_names
+from .script import check_count, validate_env_names
 
 __all__ = ["HostKeyPolicy", "SshSettings"]
 
@@ -52,7 +52,7 @@ class SshSettings:
     (10), with room for other clients."""
     capacity: int | None = None
     """How many agents may run on the host at once, counted on the host itself across every
-    controller (lock files, :mod:`remote_acp.targets.ssh_script`): a start finding every slot
+    controller (lock files, :mod:`remote_acp.targets.ssh.script`): a start finding every slot
     held fails ``port_exit``, retryable, and starts nothing. ``None``: no slot is taken. The
     host needs ``flock`` (util-linux, BusyBox)."""
 

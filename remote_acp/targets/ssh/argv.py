@@ -1,4 +1,4 @@
-"""The local ssh argv, a pure function of its inputs (see :mod:`remote_acp.targets.ssh`).
+"""The local ssh argv, a pure function of its inputs (see :mod:`remote_acp.targets.ssh.target`).
 
 A session needs ssh to run one command with its stdio as the protocol's pipes, and nothing else.
 A user's ssh_config can make it do otherwise, so the options that would are overridden on the
@@ -18,7 +18,7 @@ command line, where they win over any ssh_config (OpenSSH keeps the first value 
 - ``VisualHostKey``: an ASCII-art fingerprint would fill the standard-error tail.
 - ``LogLevel VERBOSE``: ssh's own reasons for a failure (``Timeout, server ... not responding``
   is printed at ``INFO``) and the line that says the login was authenticated, which tells a
-  failed connection from a failed login (:mod:`remote_acp.targets.ssh_errors`).
+  failed connection from a failed login (:mod:`remote_acp.targets.ssh.errors`).
 
 Some of these options are newer than the clients people run (``StdinNull``, ``SessionType`` and
 ``ForkAfterAuthentication`` came with OpenSSH 8.7, ``RemoteCommand`` with 7.6), and an OpenSSH
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
     import anyio
 
-    from .ssh import Destination, SshSettings
+    from .destination import Destination
+    from .settings import SshSettings
 
 __all__ = [
     "ALWAYS_OVERRIDDEN",
@@ -88,7 +89,7 @@ def ssh_argv(
     known_options: frozenset[str] | None = None,
 ) -> list[str]:
     """The local argv. ``config`` is the file given to ``-F``: the generated config
-    (:func:`~remote_acp.targets.ssh_config.fallback_config_text`), which includes the user's own. A
+    (:func:`~remote_acp.targets.ssh.config.fallback_config_text`), which includes the user's own. A
     host-key policy in the settings goes on the command line. ``known_options``: the names in
     :data:`PROBED_OVERRIDES` the local ssh knows (:func:`local_ssh_options`); ``None``: all.
     """
@@ -210,8 +211,8 @@ def _kept_path(ssh: str) -> str | None:
     import json
     import os
 
-    from ..errors import RemoteAcpError
-    from .ssh_config import cache_base
+    from ...errors import RemoteAcpError
+    from .config import cache_base
 
     try:
         stat = os.stat(ssh)

@@ -1,6 +1,6 @@
 """Host-key policy through ssh configuration: our default as a fallback the user's settings beat.
 
-See :mod:`remote_acp.targets.ssh` ("Host keys") for why the default travels in a generated config file.
+See :mod:`remote_acp.targets.ssh.target` ("Host keys") for why the default travels in a generated config file.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Final
 
 from hostinv.ssh_keywords import config_word
 
-from ..errors import ErrorKind, RemoteAcpError
+from ...errors import ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
-    from .ssh import Destination
+    from .destination import Destination
 
 __all__ = [
     "CACHE_DIR_VARIABLE",
@@ -114,7 +114,7 @@ def cache_base() -> Path:
 
     :raises RemoteAcpError: ``config_invalid``, a cache another user could write.
     """
-    from ..paths import cache_root, checked
+    from ...paths import cache_root, checked
 
     return checked(cache_root())
 

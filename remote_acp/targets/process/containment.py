@@ -1,7 +1,7 @@
 """Containment: nothing an agent starts outlives the session or the process that opened it.
 
 Theory of operation: the agent is not our child but the child of a small supervisor process
-(:mod:`remote_acp.targets._supervisor`, a stdlib-only module run with ``python -I -S``) that
+(:mod:`remote_acp.targets.process._supervisor`, a stdlib-only module run with ``python -I -S``) that
 stands between this process (the controller) and the agent. The supervisor
 
 - makes itself a *child subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``): a descendant whose
@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from . import launcher as launchers
-from .exit_status import ExitStatus
-from .launcher import SUPERVISOR_SCRIPT, boot_code, close_launcher
+from ..exit_status import ExitStatus
+from . import fork_server
+from .fork_server import SUPERVISOR_SCRIPT, boot_code, close_launcher
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -157,7 +157,7 @@ class Supervisor:
 
         :raises ValueError: a NUL byte in ``argv`` or ``env``, or an ``=`` in a variable's name.
         """
-        request = launchers.encode_request(argv, env, cwd)
+        request = fork_server.encode_request(argv, env, cwd)
         launched = _through_launcher(request, (stdin, stdout, stderr), cwd) if request is not None else None
         if launched is not None:
             return launched
@@ -355,7 +355,7 @@ def _through_launcher(request: bytes, stdio: tuple[int, int, int], cwd: str | No
     """A supervisor forked by the launcher, or None when there is none to be had (the caller
     then starts one on its own). A launcher that takes the request and does not answer it, or
     is gone, is ended: the next launch starts another."""
-    launcher = launchers.acquire()
+    launcher = fork_server.acquire()
     if launcher is None:
         return None
     life_r, life_w = os.pipe()
@@ -367,9 +367,9 @@ def _through_launcher(request: bytes, stdio: tuple[int, int, int], cwd: str | No
         os.close(life_r)
         os.close(rep_w)
     sup = Supervisor(None, life_w, rep_r, cwd)
-    if sent and sup._wait_forked(launchers.FORK_BOUND_S):
+    if sent and sup._wait_forked(fork_server.FORK_BOUND_S):
         return sup
     sup.close()  # the lifeline with it: a supervisor forked late exits at once, starting nothing
     if sent or launcher.dead:  # not taken but alive (a request too large): kept
-        launchers.discard(launcher)
+        fork_server.discard(launcher)
     return None

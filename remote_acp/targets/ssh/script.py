@@ -38,7 +38,7 @@ exits, however it dies, so slots hold across controllers with no coordinator and
 slot held: exit :data:`EXIT_AT_CAPACITY` with :data:`AT_CAPACITY_MARK`, nothing started. A
 probe counts held slots read-only, from ``/proc/locks``.
 
-See :mod:`remote_acp.targets.ssh` for the theory of operation of the supervisor and what the
+See :mod:`remote_acp.targets.ssh.target` for the theory of operation of the supervisor and what the
 host needs.
 """
 
@@ -164,7 +164,7 @@ def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, st
     if isinstance(command, str):
         lines += [f"_ra_cmd={_q(command.strip())}", "_ra_list="]
     else:
-        from .launch import command_argv  # here: the settings' checks import this module, not launch
+        from ..launch import command_argv  # here: the settings' checks import this module, not launch
 
         lines += [f"set -- {shlex.join(command_argv(list(command)))}", "_ra_cmd=", "_ra_list=1"]
     exports = " ".join(f"{name}={_q(value)}" for name, value in (env or {}).items())
