@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -112,6 +113,39 @@ def import_time(python: str, module: str) -> float:
     return float(run_timed([python, "-c", code], capture=True).stdout.decode().strip())
 
 
+def side_by_side(samples: dict[str, list[float]], ours_name: str, raw: str, node_run: str | None) -> None:
+    """The start-up figures in one table: ``remote-acp run`` beside the raw stdlib client and acpx,
+    from the same rounds, with the ratio and the difference each target bounds, met or missed."""
+    section("start-up side by side: one-chunk session, same agent, same rounds (medians)")
+    ours = median(samples[ours_name])
+    table = Table("contender", "median", "min", "p90", "n", "run / this", "run - this", "target", "verdict")
+    bounds: dict[str, tuple[str, bool]] = {ours_name: (f"run <= {fmt_s(RUN_TARGET_S)}", ours <= RUN_TARGET_S)}
+    rawm = median(samples[raw])
+    bounds[raw] = (f"run <= raw + {fmt_s(RAW_EXTRA_TARGET_S)}", ours - rawm <= RAW_EXTRA_TARGET_S)
+    if node_run is not None:
+        nodem = median(samples[node_run])
+        bounds[node_run] = (f"run <= {ACPX_RATIO_TARGET:.2f}x acpx", ours / nodem <= ACPX_RATIO_TARGET)
+    for name, (bound, met) in bounds.items():
+        values = samples[name]
+        here = median(values)
+        table.add(
+            name,
+            fmt_s(here),
+            fmt_s(min(values)),
+            fmt_s(quantile(values, 0.9)),
+            str(len(values)),
+            f"{ours / here:.2f}x",
+            f"{ours - here:+.3f} s",
+            bound,
+            "met" if met else "missed",
+        )
+    table.print()
+    if node_run is None:
+        print("acpx: not measured in this run (see the acpx line above); its target is not reported")
+    load = os.getloadavg()
+    print(f"load average after the rounds: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15, help="recorded rounds (default 15)")
@@ -185,7 +219,10 @@ def measure(args: argparse.Namespace, summary: Summary, home: str) -> None:
         print(f"acpx:  {' '.join(node.argv(PROMPT, workspace))}")
     samples = {k: v for k, v in interleaved(contenders, args.runs, args.warmup, slow).items() if v}
 
+    side_by_side(samples, run_plain, raw, node_run if node_run in samples else None)
+
     ours = median(samples[run_plain])
+    section("every contender")
     table = Table("contender", "median", "min", "p90", "n", "peak RSS", "run / this", "DESIGN ref")
     for name, values in samples.items():
         rss = peak.get(name)
