@@ -23,9 +23,9 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._proc import children
 from ._programs import (
     ACPX_VERSION,
     ANCHORS,
@@ -42,6 +42,7 @@ from ._programs import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Sequence
+    from pathlib import Path
 
 __all__ = [
     "ACPX_VERSION",
@@ -60,7 +61,6 @@ __all__ = [
     "fmt_ms",
     "fmt_s",
     "median",
-    "rss_kib",
     "run_json",
     "run_timed",
     "sdk_python",
@@ -82,30 +82,10 @@ def become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _children() -> list[tuple[int, str]]:
-    """(pid, state) of every direct child of this process."""
-    me = os.getpid()
-    out: list[tuple[int, str]] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may contain spaces and parentheses
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[1]) == me:
-            out.append((int(entry), fields[0]))
-    return out
-
-
 def sweep() -> list[int]:
     """Reap zombies re-parented to us; SIGKILL and report every live child still there."""
     leftovers: list[int] = []
-    if not Path("/proc").is_dir():
-        return leftovers
-    for pid, state in _children():
+    for pid, state in children():
         if state != "Z":
             leftovers.append(pid)
             with contextlib.suppress(OSError):
@@ -193,17 +173,6 @@ def run_json(argv: Sequence[str], *, timeout: float = 300.0, env: dict[str, str]
     result["_wall_s"] = timed.seconds
     result["_maxrss_kib"] = timed.maxrss_kib
     return result
-
-
-def rss_kib(pid: int | str = "self") -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process, in KiB, from ``/proc/<pid>/status``."""
-    out: dict[str, int] = {}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0])
-    return out
 
 
 # --------------------------------------------------------------------------- statistics

@@ -19,7 +19,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._common import PY, REPO
-from ._fleet_lab import RUN_TIMEOUT_S, SETTLE_S, negotiated_kex, processes_naming, reap_orphans, timed
+from ._fleet_lab import RUN_TIMEOUT_S, SETTLE_S, negotiated_kex, reap_orphans, timed
+from ._proc import processes_naming
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -15,15 +15,16 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from remote_acp.targets.ssh.script import SLOT_DIR_PREFIX
 
 from ._common import agent_command
+from ._proc import children
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
 
     from integration.sshlab import SshLab
 
@@ -37,7 +38,6 @@ __all__ = [
     "login",
     "missing_prerequisites",
     "negotiated_kex",
-    "processes_naming",
     "reap_orphans",
     "timed",
 ]
@@ -114,28 +114,10 @@ def reap_orphans() -> None:
     watcher sleep...) and the contenders' (an ``ssh`` master). Left as zombies they pile up by the
     thousand over a run and slow every scan of ``/proc``, a session's teardown sweep among them.
     Their CPU time is counted by the control groups, not here."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if fields[0] == "Z" and int(fields[1]) == os.getpid():
-                os.waitpid(int(entry), os.WNOHANG)
-        except (OSError, ValueError, IndexError):
-            continue
-
-
-def processes_naming(text: str) -> list[int]:
-    """Pids of every process whose command line contains ``text``."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                found.append(int(entry))
-    return found
+    for pid, state in children():
+        if state == "Z":
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def negotiated_kex(sshd_config: Path) -> str:

@@ -2,23 +2,22 @@
 
     python -m benchmarks._hold N [AGENT_ARGV...]
 
-It imports only what a program embedding the library would (the library, anyio), opens N
-sessions on the scriptable agent one after another, runs one one-chunk turn on each, and, with
-every session open and idle, prints one JSON object: ``rss_kib`` / ``hwm_kib`` (VmRSS / VmHWM of
-this process; the agents are other processes and are not counted), ``start_kib`` (before the
-library was imported) and ``imported_kib`` (after). Then it closes every session.
+It imports only what a program embedding the library would (the library, anyio; before that,
+only the benchmarks' ``/proc`` reader), opens N sessions on the scriptable agent one after
+another, runs one one-chunk turn on each, and, with every session open and idle, prints one JSON
+object: ``rss_kib`` / ``hwm_kib`` (VmRSS / VmHWM of this process; the agents are other processes
+and are not counted), ``start_kib`` (before the library was imported) and ``imported_kib``
+(after). Then it closes every session.
 """
 
 from __future__ import annotations
 
+from ._proc import status_kib
+
 
 def _rss() -> dict[str, int]:
-    out: dict[str, int] = {}
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                out[line[2:5].lower() + "_kib"] = int(line.split()[1])
-    return out
+    """VmRSS and VmHWM of this process, as ``rss_kib`` and ``hwm_kib``."""
+    return {f"{key[2:].lower()}_kib": kib for key, kib in status_kib("self", "VmRSS", "VmHWM").items()}
 
 
 START = _rss()["rss_kib"]

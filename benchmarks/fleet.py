@@ -67,7 +67,8 @@ from ._ansible import ansible
 from ._common import Check, Summary, Table, benchmark_process, fmt_s, interleaved, median, section
 from ._cpu_groups import cpu_groups
 from ._fleet_contenders import Fleet
-from ._fleet_lab import login, missing_prerequisites, processes_naming
+from ._fleet_lab import login, missing_prerequisites
+from ._proc import processes_naming
 
 PROBE_TARGET = 1.2
 HANDSHAKE_TARGET = 1.25

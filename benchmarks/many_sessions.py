@@ -24,43 +24,11 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ._common import REPO, Summary, Table, agent_argv, benchmark_process, fmt_mib, fmt_s, section
+from ._proc import open_fds, parent_of, pss_kib, rss_kib
 
 if TYPE_CHECKING:
     from remote_acp.session.core import Session
     from remote_acp.targets.launch import LaunchTarget
-
-
-def fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def rss_kib(pid: int) -> int:
-    return _field(f"/proc/{pid}/status", "VmRSS:")
-
-
-def pss_kib(pid: int) -> int:
-    """Proportional set size: shared pages (the interpreter, libc) counted once across processes."""
-    return _field(f"/proc/{pid}/smaps_rollup", "Pss:")
-
-
-def parent_of(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return 0
-    return int(raw[raw.rindex(b")") + 2 :].split()[1])
-
-
-def _field(path: str, name: str) -> int:
-    try:
-        with open(path, encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(name):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 async def hold(count: int, targets: list[LaunchTarget], workspace: str) -> dict[str, float]:
@@ -68,7 +36,7 @@ async def hold(count: int, targets: list[LaunchTarget], workspace: str) -> dict[
     from remote_acp import RemoteAcpError, SessionOptions, start_session
 
     options = SessionOptions(command=agent_argv(), read_timeout_ms=60_000, initialize_floor_ms=120_000)
-    before_fds, before_rss = fds(), rss_kib(os.getpid())
+    before_fds, before_rss = open_fds(), rss_kib()
     sessions: list[Session] = []
     failures: list[str] = []
     started = time.perf_counter()
@@ -84,7 +52,7 @@ async def hold(count: int, targets: list[LaunchTarget], workspace: str) -> dict[
             for index in range(count):
                 starting.start_soon(one, index)
         took = time.perf_counter() - started
-        held_fds, held_rss = fds(), rss_kib(os.getpid())
+        held_fds, held_rss = open_fds(), rss_kib()
         procs = [s._process for s in sessions if s._process is not None]
         supervisor_pids = {p.supervisor_pid for p in procs}
         launchers = {parent_of(pid) for pid in supervisor_pids} - {os.getpid(), 0}

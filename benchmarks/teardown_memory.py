@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 import anyio
 
@@ -46,6 +45,7 @@ from ._common import (
     sdk_python,
     section,
 )
+from ._proc import alive
 
 TEARDOWN_TARGET_MS = 50.0
 ONE_SESSION_MIB = 30.0
@@ -67,17 +67,6 @@ BREAKDOWN = {
     "import remote_acp.session.core": "import remote_acp.session.core",
     "import remote_acp.cli.run (CLI run path)": "import remote_acp.cli.run",
 }
-
-
-def alive(pid: int | None) -> bool:
-    """True when ``pid`` is a live (non-zombie) process."""
-    if pid is None:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
 
 
 async def library_sessions(options: SessionOptions, runs: int) -> dict[str, list[float]]:
