@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._agents import agent_argv, agent_command
 from ._proc import children
 from ._programs import (
     ACPX_VERSION,
@@ -33,8 +34,6 @@ from ._programs import (
     REPO,
     Acpx,
     acpx,
-    agent_argv,
-    agent_command,
     cli_argv,
     ensure_bytecode,
     sdk_python,

@@ -1,7 +1,7 @@
 """The lab side of the fleet benchmark: who logs in, the agent there, the key exchange, processes.
 
-Shared with ``placement.py``: the sshd and interpreter it needs, and the agent wrapper a
-throwaway user runs.
+Shared with ``placement.py``: the sshd and interpreter it needs (the agent a throwaway user runs
+is in :mod:`._agents`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from remote_acp.targets.ssh.script import SLOT_DIR_PREFIX
 
-from ._common import agent_command
+from ._agents import SYSTEM_PYTHON, agent_command, lab_agent_script
 from ._proc import children
 
 if TYPE_CHECKING:
@@ -29,11 +29,9 @@ if TYPE_CHECKING:
     from integration.sshlab import SshLab
 
 __all__ = [
-    "AGENT_WRAPPER",
     "RUN_TIMEOUT_S",
     "SETTLE_S",
     "SSHD",
-    "SYSTEM_PYTHON",
     "Login",
     "login",
     "missing_prerequisites",
@@ -43,8 +41,6 @@ __all__ = [
 ]
 
 SSHD: Final = "/usr/sbin/sshd"
-SYSTEM_PYTHON: Final = "/usr/bin/python3"
-"""Runs the throwaway users' agent: this interpreter may sit where they cannot reach."""
 RUN_TIMEOUT_S: Final = 600.0
 SETTLE_S: Final = 30.0
 
@@ -146,32 +142,23 @@ class Login:
     note: str
 
 
-AGENT_WRAPPER: Final = """#!/bin/sh
-case "$1" in --version) echo "scripted-agent 1.0.0"; exit 0 ;; esac
-PYTHONPATH={repo} exec {python} -m remote_acp.testing.scripted_agent "$@"
-"""
-
-
 @contextlib.contextmanager
 def login(lab: SshLab, root: Path, as_root: bool) -> Iterator[Login]:
     """Root (the machine's own dotfiles apply), or a throwaway user with bash and no dotfiles.
 
     The throwaway user cannot run this interpreter when it lives under root's home, so its agent
-    is a small script that runs the scriptable agent with the system's python3 and a readable
-    copy of this checkout's package on ``PYTHONPATH`` (the agent needs nothing but the standard
-    library)."""
+    is :func:`._agents.lab_agent_script` (the scriptable agent under the system's python3)."""
     if as_root:
         workspace = root / "ws"
         workspace.mkdir()
         yield Login("root", workspace, agent_command(), "root, with the machine's own dotfiles")
         return
-    from integration.users import agent_pythonpath, throwaway_user
+    from integration.users import throwaway_user
 
     with throwaway_user(lab.client_key.with_suffix(".pub"), shell="/bin/bash") as user:
         try:
             workspace = user.makedirs(user.home / "ws")
-            wrapper = AGENT_WRAPPER.format(repo=agent_pythonpath(), python=SYSTEM_PYTHON)
-            agent = user.write("bin/scripted-agent", wrapper, 0o755)
+            agent = user.write("bin/scripted-agent", lab_agent_script(), 0o755)
             yield Login(
                 user.name, workspace, str(agent), f"{user.name}, a throwaway user: login shell bash, no dotfiles"
             )

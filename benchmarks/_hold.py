@@ -1,13 +1,13 @@
 """Worker of the memory benchmark: a client process holding N idle sessions, reporting its RSS.
 
-    python -m benchmarks._hold N [AGENT_ARGV...]
+    python -m benchmarks._hold N AGENT_ARGV...
 
 It imports only what a program embedding the library would (the library, anyio; before that,
-only the benchmarks' ``/proc`` reader), opens N sessions on the scriptable agent one after
-another, runs one one-chunk turn on each, and, with every session open and idle, prints one JSON
-object: ``rss_kib`` / ``hwm_kib`` (VmRSS / VmHWM of this process; the agents are other processes
-and are not counted), ``start_kib`` (before the library was imported) and ``imported_kib``
-(after). Then it closes every session.
+only the benchmarks' ``/proc`` reader), opens N sessions on the agent given (the scriptable
+agent) one after another, runs one one-chunk turn on each, and, with every session open and idle,
+prints one JSON object: ``rss_kib`` / ``hwm_kib`` (VmRSS / VmHWM of this process; the agents are
+other processes and are not counted), ``start_kib`` (before the library was imported) and
+``imported_kib`` (after). Then it closes every session.
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ async def hold(count: int, agent: list[str]) -> dict[str, int]:
 
 
 def main() -> None:
-    count = int(sys.argv[1])
-    agent = sys.argv[2:] or [sys.executable, "-m", "remote_acp.testing.scripted_agent"]
+    if len(sys.argv) < 3:
+        sys.exit("usage: python -m benchmarks._hold N AGENT_ARGV...")
+    count, agent = int(sys.argv[1]), sys.argv[2:]
     print(json.dumps(anyio.run(hold, count, agent)))
 
 

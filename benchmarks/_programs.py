@@ -1,5 +1,5 @@
-"""The programs the benchmarks run: the scriptable agent, our command line, the official SDK's
-interpreter, acpx; and our bytecode, compiled before any of them starts.
+"""The programs the benchmarks run beside the agent (:mod:`._agents`): our command line, the
+official SDK's interpreter, acpx; and our bytecode, compiled before any of them starts.
 """
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from __future__ import annotations
 import compileall
 import importlib.util
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ._agents import agent_command
 
 __all__ = [
     "ACPX_VERSION",
@@ -21,8 +22,6 @@ __all__ = [
     "REPO",
     "Acpx",
     "acpx",
-    "agent_argv",
-    "agent_command",
     "cli_argv",
     "ensure_bytecode",
     "sdk_python",
@@ -37,15 +36,6 @@ SDK_PYTHON_ENV = "REMOTE_ACP_BENCH_SDK_PYTHON"
 ACPX_ENV = "REMOTE_ACP_BENCH_ACPX"
 ACPX_VERSION = "0.1.15"
 """The acpx release scripts/install-acpx.sh pins (keep the two in sync)."""
-
-
-def agent_argv(*extra: str) -> list[str]:
-    """The scriptable agent, run by the benchmark's interpreter (the same for every contender)."""
-    return [PY, "-m", "remote_acp.testing.scripted_agent", *extra]
-
-
-def agent_command(*extra: str) -> str:
-    return shlex.join(agent_argv(*extra))
 
 
 def cli_argv() -> list[str]:

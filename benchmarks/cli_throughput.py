@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._agents import bulk_prompt
 from ._common import (
     ANCHORS,
     PY,
@@ -65,7 +66,7 @@ def main() -> None:
 
 def measure(args: argparse.Namespace, summary: Summary, tmp: Path) -> None:
     chunks: int = args.chunks
-    prompt = f"@bulk={chunks}"
+    prompt = bulk_prompt(chunks)
     cli = cli_argv()
     agent = agent_command()
     workspace = str(REPO)

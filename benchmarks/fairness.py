@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ._agents import bulk_prompt
 from ._common import (
     REPO,
     Check,
@@ -82,7 +83,7 @@ async def one_run(chunks: int, period: float, idle_s: float | None) -> tuple[lis
             await anyio.sleep(period * 4)  # the sleeper is in its loop
             start = time.perf_counter()
             if idle_s is None:
-                result = await session.run_turn(f"@bulk={chunks}", count)
+                result = await session.run_turn(bulk_prompt(chunks), count)
             else:
                 await anyio.sleep(idle_s)
             end = time.perf_counter()

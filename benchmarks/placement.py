@@ -45,9 +45,10 @@ import anyio
 
 from remote_acp.targets.ssh.script import SLOT_DIR_PREFIX
 
+from ._agents import lab_agent_script
 from ._common import Check, Summary, Table, benchmark_process, fmt_s, median, section
 from ._cpu_groups import cpu_groups
-from ._fleet_lab import AGENT_WRAPPER, SYSTEM_PYTHON, missing_prerequisites
+from ._fleet_lab import missing_prerequisites
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator
@@ -287,7 +288,7 @@ def report(fleet: Fleet, args: argparse.Namespace, summary: Summary) -> None:
 @contextlib.contextmanager
 def lab_fleet(root: Path, hosts: int, capacity: int) -> Iterator[Fleet]:
     from integration.sshlab import SshLab
-    from integration.users import agent_pythonpath, throwaway_user
+    from integration.users import throwaway_user
 
     stack_groups = contextlib.ExitStack()
     (root / "lab").mkdir()
@@ -306,7 +307,7 @@ def lab_fleet(root: Path, hosts: int, capacity: int) -> Iterator[Fleet]:
         for path in (root, shared):
             path.chmod(0o755)
         agent = shared / "scripted-agent"
-        agent.write_text(AGENT_WRAPPER.format(repo=agent_pythonpath(), python=SYSTEM_PYTHON))
+        agent.write_text(lab_agent_script())
         agent.chmod(0o755)
         workspace = shared / "ws"
         workspace.mkdir()

@@ -26,6 +26,7 @@ import anyio
 from remote_acp.options import SessionOptions
 from remote_acp.session.core import open_session
 
+from ._agents import IGNORES_SIGTERM_AND_EOF
 from ._common import (
     ANCHORS,
     PY,
@@ -50,7 +51,6 @@ from ._proc import alive
 TEARDOWN_TARGET_MS = 50.0
 ONE_SESSION_MIB = 30.0
 FIFTY_SESSIONS_MIB = 100.0
-STUBBORN = ("--ignore-sigterm", "--no-stdin-eof-exit")
 DESIGN_REF_MIB = {"SDK client holding one session": 42.0, "raw stdlib client holding one session": 14.0}
 
 BREAKDOWN = {
@@ -116,9 +116,8 @@ def teardown(args: argparse.Namespace, summary: Summary) -> None:
     grace = args.stop_grace_ms
     section("teardown (medians; ours timed by the caller, anchors inside their own process)")
     cooperative = anyio.run(library_sessions, SessionOptions(command=agent_argv()), args.runs)
-    stubborn = anyio.run(
-        library_sessions, SessionOptions(command=agent_argv(*STUBBORN), stop_grace_ms=grace), args.stubborn_runs
-    )
+    stubborn_options = SessionOptions(command=agent_argv(*IGNORES_SIGTERM_AND_EOF), stop_grace_ms=grace)
+    stubborn = anyio.run(library_sessions, stubborn_options, args.stubborn_runs)
     sdk_py = sdk_python()
     anchors: dict[str, list[dict[str, float]]] = {}
     for _ in range(args.anchor_runs):
@@ -131,7 +130,7 @@ def teardown(args: argparse.Namespace, summary: Summary) -> None:
         )
     if sdk_py is not None and not args.no_sdk_stubborn:
         anchors["sdk_stubborn"] = [
-            run_json([sdk_py, str(ANCHORS / "sdk_client.py"), "stats", "hi", *agent_argv(*STUBBORN)])
+            run_json([sdk_py, str(ANCHORS / "sdk_client.py"), "stats", "hi", *agent_argv(*IGNORES_SIGTERM_AND_EOF)])
         ]
     args.anchor_stats = anchors
 

@@ -36,11 +36,12 @@ import anyio
 
 from remote_acp.options import SessionOptions
 from remote_acp.protocol.framing import OVERSIZED, LineFramer
-from remote_acp.protocol.jsonrpc import JsonRpcPeer, Notification
+from remote_acp.protocol.jsonrpc import JsonRpcPeer, RpcNotification
 from remote_acp.protocol.normalize import Normalizer
 from remote_acp.session.core import open_session
 from remote_acp.targets.process.agent import READ_SIZE
 
+from ._agents import bulk_prompt
 from ._common import (
     ANCHORS,
     PY,
@@ -82,7 +83,7 @@ def capture(path: Path, chunks: int) -> bytes:
         requests: list[tuple[str, dict[str, Any]]] = [
             ("initialize", {"protocolVersion": 1}),
             ("session/new", {"cwd": "/", "mcpServers": []}),
-            ("session/prompt", {"sessionId": None, "prompt": [{"type": "text", "text": f"@bulk={chunks}"}]}),
+            ("session/prompt", {"sessionId": None, "prompt": [{"type": "text", "text": bulk_prompt(chunks)}]}),
         ]
         lines: list[bytes] = []
         session_id = None
@@ -137,7 +138,7 @@ async def ours_turn(chunks: int, profile: bool = False) -> tuple[float, pstats.S
         start = time.perf_counter()
         if profiler is not None:
             profiler.enable()
-        result = await session.run_turn(f"@bulk={chunks}", counter)
+        result = await session.run_turn(bulk_prompt(chunks), counter)
         if profiler is not None:
             profiler.disable()
         elapsed = time.perf_counter() - start
@@ -201,7 +202,7 @@ def stage_jsonrpc(reads: list[bytes]) -> int:
         for frame in framer.feed(data):
             if frame is OVERSIZED:
                 continue
-            if isinstance(peer.receive(frame), Notification):
+            if isinstance(peer.receive(frame), RpcNotification):
                 count += 1
     return count
 
@@ -217,7 +218,7 @@ def stage_normalize(reads: list[bytes], session_id: str) -> int:
             if frame is OVERSIZED:
                 continue
             message = peer.receive(frame)
-            if isinstance(message, Notification) and message.method == "session/update":
+            if isinstance(message, RpcNotification) and message.method == "session/update":
                 normalizer.on_update(message.params, emit)
     normalizer.flush(emit)
     return len(events)
@@ -260,11 +261,11 @@ def measure(args: argparse.Namespace, summary: Summary, tmp: Path) -> None:
     }
     sdk_py = sdk_python()
     if sdk_py is not None:
-        sdk_argv = [sdk_py, str(ANCHORS / "sdk_client.py"), "stats", f"@bulk={chunks}", *agent_argv()]
+        sdk_argv = [sdk_py, str(ANCHORS / "sdk_client.py"), "stats", bulk_prompt(chunks), *agent_argv()]
         contenders[name_sdk] = lambda: client_rate(sdk_argv, chunks)
     else:
         print("SDK client skipped: no interpreter can import acp (set REMOTE_ACP_BENCH_SDK_PYTHON)")
-    raw_argv = [PY, str(ANCHORS / "raw_client.py"), "stats", f"@bulk={chunks}", *agent_argv()]
+    raw_argv = [PY, str(ANCHORS / "raw_client.py"), "stats", bulk_prompt(chunks), *agent_argv()]
     contenders[name_raw] = lambda: client_rate(raw_argv, chunks)
     contenders[name_loop] = lambda: timed_rate(chunks, raw_loop, path)
     contenders[name_loads] = lambda: timed_rate(chunks, bare_loads, lines)
