@@ -19,7 +19,7 @@ from remote_acp.targets.process.agent import PipeClosed
 from remote_acp.targets.ssh.ready_marker import ReadyMarker
 
 if TYPE_CHECKING:
-    from remote_acp.protocol.jsonrpc import Malformed, Request
+    from remote_acp.protocol.jsonrpc import MalformedLine, Request
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +73,7 @@ class Recorder:
     def __init__(self) -> None:
         self.updates: list[Any] = []
         self.requests: list[Request] = []
-        self.malformed: list[Malformed] = []
+        self.malformed: list[MalformedLine] = []
         self.lost = False
 
     def paused(self) -> bool:
@@ -87,7 +87,7 @@ class Recorder:
     def on_request(self, request: Request) -> None:
         self.requests.append(request)
 
-    def on_malformed(self, malformed: Malformed) -> None:
+    def on_malformed(self, malformed: MalformedLine) -> None:
         self.malformed.append(malformed)
 
     def on_oversized(self, excerpt: bytes) -> None: ...

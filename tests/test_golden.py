@@ -54,10 +54,10 @@ from pydantic import ValidationError
 from remote_acp.protocol.jsonrpc import (
     Incoming,
     JsonRpcPeer,
-    Malformed,
-    Notification,
+    MalformedLine,
     Request,
     Response,
+    RpcNotification,
     StrayResponse,
 )
 from remote_acp.protocol.normalize import Normalizer
@@ -280,7 +280,7 @@ def _describe(incoming: Incoming, decoded: Any) -> Json:
     if isinstance(incoming, Request):
         assert incoming.params == message.get("params")
         return {"kind": "Request", "id": incoming.id, "method": incoming.method}
-    if isinstance(incoming, Notification):
+    if isinstance(incoming, RpcNotification):
         assert incoming.params == message.get("params")
         return {"kind": "Notification", "method": incoming.method}
     if isinstance(incoming, Response):
@@ -292,7 +292,7 @@ def _describe(incoming: Incoming, decoded: Any) -> Json:
         return out
     if isinstance(incoming, StrayResponse):
         return {"kind": "StrayResponse", "id": incoming.id}
-    assert isinstance(incoming, Malformed)
+    assert isinstance(incoming, MalformedLine)
     return {"kind": "Malformed", "reason": incoming.reason, "excerpt": incoming.excerpt}
 
 
@@ -322,7 +322,7 @@ def test_jsonrpc_session_update_lines_normalize_like_the_fixtures() -> None:
     events: list[Event] = []
     for entry in doc["lines"]:
         incoming = peer.receive(_line(entry)[0])
-        if isinstance(incoming, Notification) and incoming.method == "session/update":
+        if isinstance(incoming, RpcNotification) and incoming.method == "session/update":
             normalizer.on_update(incoming.params, events.append)
     normalizer.flush(events.append)
     fixture = _load(SESSION_UPDATES / "qwen_write_file_with_permission.json")

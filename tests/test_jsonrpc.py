@@ -15,11 +15,11 @@ from remote_acp.protocol.jsonrpc import (
     MAX_NESTING,
     METHOD_NOT_FOUND,
     JsonRpcPeer,
-    Malformed,
-    Notification,
+    MalformedLine,
     Request,
     Response,
     RpcErrorBody,
+    RpcNotification,
     StrayResponse,
     _loads,
     encode,
@@ -139,17 +139,17 @@ def test_notification() -> None:
     peer = JsonRpcPeer()
     params = {"sessionId": "s1", "update": {"sessionUpdate": "plan", "_meta": {"x": 1}}, "extra": True}
     got = peer.receive(line({"jsonrpc": "2.0", "method": "session/update", "params": params}))
-    assert got == Notification("session/update", params)
+    assert got == RpcNotification("session/update", params)
     assert peer.open_incoming == {}
 
 
 def test_notification_without_params() -> None:
-    assert JsonRpcPeer().receive(b'{"jsonrpc":"2.0","method":"x"}') == Notification("x", None)
+    assert JsonRpcPeer().receive(b'{"jsonrpc":"2.0","method":"x"}') == RpcNotification("x", None)
 
 
 def test_notification_with_null_id_is_a_request_with_bad_id() -> None:
     got = JsonRpcPeer().receive(b'{"jsonrpc":"2.0","id":null,"method":"x"}')
-    assert got == Malformed(
+    assert got == MalformedLine(
         "the request id is neither a number nor a string", '{"jsonrpc":"2.0","id":null,"method":"x"}'
     )
 
@@ -158,7 +158,7 @@ def test_notification_with_null_id_is_a_request_with_bad_id() -> None:
 def test_request_with_an_invalid_id_is_malformed(bad_id: str) -> None:
     peer = JsonRpcPeer()
     raw = f'{{"jsonrpc":"2.0","id":{bad_id},"method":"m"}}'.encode()
-    assert peer.receive(raw) == Malformed("the request id is neither a number nor a string", raw.decode())
+    assert peer.receive(raw) == MalformedLine("the request id is neither a number nor a string", raw.decode())
     assert peer.open_incoming == {}
 
 
@@ -168,9 +168,9 @@ def test_method_that_is_not_a_string_is_malformed(method: str) -> None:
     got = JsonRpcPeer().receive(raw)
     if method == "null":
         # A null method is no method: with neither result nor error this is no message at all.
-        assert got == Malformed("the object is neither a request, a notification nor a response", raw.decode())
+        assert got == MalformedLine("the object is neither a request, a notification nor a response", raw.decode())
     else:
-        assert got == Malformed("the method is not a string", raw.decode())
+        assert got == MalformedLine("the method is not a string", raw.decode())
 
 
 # -- malformed lines ----------------------------------------------------------------------------
@@ -181,12 +181,12 @@ def test_method_that_is_not_a_string_is_malformed(method: str) -> None:
     [b"not json", b"{", b'{"jsonrpc":"2.0",}', b"\xff\xfe garbage", b"", b"   "],
 )
 def test_line_that_is_not_json_is_malformed(raw: bytes) -> None:
-    assert JsonRpcPeer().receive(raw) == Malformed("the line is not valid JSON", raw.decode("utf-8", "replace"))
+    assert JsonRpcPeer().receive(raw) == MalformedLine("the line is not valid JSON", raw.decode("utf-8", "replace"))
 
 
 @pytest.mark.parametrize("raw", [b"[]", b"[1,2]", b"42", b'"text"', b"null", b"true"])
 def test_json_that_is_not_an_object_is_malformed(raw: bytes) -> None:
-    assert JsonRpcPeer().receive(raw) == Malformed("the line is not a JSON-RPC object", raw.decode())
+    assert JsonRpcPeer().receive(raw) == MalformedLine("the line is not a JSON-RPC object", raw.decode())
 
 
 @pytest.mark.parametrize(
@@ -200,25 +200,25 @@ def test_json_that_is_not_an_object_is_malformed(raw: bytes) -> None:
     ],
 )
 def test_object_that_is_no_message_is_malformed(raw: bytes) -> None:
-    assert JsonRpcPeer().receive(raw) == Malformed(
+    assert JsonRpcPeer().receive(raw) == MalformedLine(
         "the object is neither a request, a notification nor a response", raw.decode()
     )
 
 
 def test_malformed_excerpt_is_bounded_to_200_characters() -> None:
     got = JsonRpcPeer().receive(b"x" * 5000)
-    assert got == Malformed("the line is not valid JSON", "x" * 200, cut=True)
+    assert got == MalformedLine("the line is not valid JSON", "x" * 200, cut=True)
 
 
 def test_malformed_excerpt_replaces_invalid_utf8() -> None:
     got = JsonRpcPeer().receive(b"ab\xffcd")
-    assert got == Malformed("the line is not valid JSON", "ab\ufffdcd")
+    assert got == MalformedLine("the line is not valid JSON", "ab\ufffdcd")
 
 
 def test_connection_goes_on_after_a_malformed_line() -> None:
     peer = JsonRpcPeer()
     request_id, _ = peer.request("initialize")
-    assert isinstance(peer.receive(b"garbage"), Malformed)
+    assert isinstance(peer.receive(b"garbage"), MalformedLine)
     assert peer.receive(line({"jsonrpc": "2.0", "id": request_id, "result": {"ok": True}})) == Response(
         1, "initialize", result={"ok": True}
     )
@@ -226,7 +226,9 @@ def test_connection_goes_on_after_a_malformed_line() -> None:
 
 @pytest.mark.parametrize("raw", [b"[" * 100_000, b'{"a":' * 100_000], ids=["arrays", "objects"])
 def test_deeply_nested_line_is_malformed_not_an_exception(raw: bytes) -> None:
-    assert JsonRpcPeer().receive(raw) == Malformed("the line nests deeper than 64 levels", raw[:200].decode(), cut=True)
+    assert JsonRpcPeer().receive(raw) == MalformedLine(
+        "the line nests deeper than 64 levels", raw[:200].decode(), cut=True
+    )
 
 
 def nested(depth: int, leaf: Any = "leaf") -> Any:
@@ -240,19 +242,21 @@ def test_nesting_up_to_the_bound_parses(depth: int) -> None:
     # the message object itself is one level more than its params
     params = nested(depth)
     got = JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "_vendor/deep", "params": params}))
-    assert got == Notification("_vendor/deep", params)
+    assert got == RpcNotification("_vendor/deep", params)
 
 
 @pytest.mark.parametrize("depth", [64, 200, 900])
 def test_nesting_past_the_bound_is_refused_before_parsing(depth: int) -> None:
     got = JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "_vendor/deep", "params": nested(depth)}))
-    assert isinstance(got, Malformed) and got.reason == f"the line nests deeper than {MAX_NESTING} levels"
+    assert isinstance(got, MalformedLine) and got.reason == f"the line nests deeper than {MAX_NESTING} levels"
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     text = '"[{' * 500 + '\\"]}' * 3
     params = {"text": text, "list": [[1], [2]] * 300}
-    assert JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "m", "params": params})) == Notification("m", params)
+    assert JsonRpcPeer().receive(line({"jsonrpc": "2.0", "method": "m", "params": params})) == RpcNotification(
+        "m", params
+    )
 
 
 def _depth(value: Any) -> int:
@@ -284,10 +288,10 @@ def test_an_unreadable_line_naming_a_pending_request_says_so() -> None:
     prompt, _ = peer.request("session/prompt")
     deep = b'{"jsonrpc":"2.0","id":%d,"result":{"stopReason":' % prompt + b"[" * 70 + b"]" * 70 + b"}}"
     got = peer.receive(deep)
-    assert isinstance(got, Malformed) and got.reply_to == prompt
+    assert isinstance(got, MalformedLine) and got.reply_to == prompt
     for noise in (b'{"jsonrpc":"2.0","id":99,"result":broken', b"not json at all"):
         other = peer.receive(noise)
-        assert isinstance(other, Malformed) and other.reply_to is None
+        assert isinstance(other, MalformedLine) and other.reply_to is None
 
 
 # -- responses ----------------------------------------------------------------------------------
@@ -447,7 +451,7 @@ def test_unknown_fields_are_tolerated() -> None:
     peer = JsonRpcPeer()
     peer.request("x")
     assert peer.receive(b'{"jsonrpc":"2.0","id":1,"result":2,"_meta":{"a":1},"extra":[]}') == Response(1, "x", result=2)
-    assert peer.receive(b'{"jsonrpc":"2.0","method":"n","params":{},"_meta":{}}') == Notification("n", {})
+    assert peer.receive(b'{"jsonrpc":"2.0","method":"n","params":{},"_meta":{}}') == RpcNotification("n", {})
 
 
 def test_answer_to_a_request_id_with_a_lone_surrogate_can_be_encoded() -> None:

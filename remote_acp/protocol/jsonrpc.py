@@ -1,7 +1,7 @@
 """A JSON-RPC 2.0 peer without I/O.
 
 Theory of operation: :meth:`JsonRpcPeer.receive` classifies one framed line into a
-:class:`Request`, :class:`Notification`, :class:`Response` or :class:`Malformed`, parsing it
+:class:`Request`, :class:`RpcNotification`, :class:`Response` or :class:`MalformedLine`, parsing it
 exactly once. The caller dispatches on the result's type; nothing here validates method
 parameters, so the hot path (``session/update``) costs one ``json.loads`` and a few lookups.
 
@@ -27,12 +27,12 @@ __all__ = [
     "MAX_NESTING",
     "METHOD_NOT_FOUND",
     "JsonRpcPeer",
-    "Malformed",
-    "Notification",
+    "MalformedLine",
     "Request",
     "RequestId",
     "Response",
     "RpcErrorBody",
+    "RpcNotification",
     "StrayResponse",
     "encode",
     "nesting_exceeds",
@@ -90,7 +90,9 @@ class Request:
 
 
 @dataclass(slots=True)
-class Notification:
+class RpcNotification:
+    """A notification from the agent: a method and its parameters, never answered."""
+
     method: str
     params: Any
 
@@ -113,7 +115,7 @@ class StrayResponse:
 
 
 @dataclass(slots=True)
-class Malformed:
+class MalformedLine:
     """A line that is not a JSON-RPC 2.0 message; ``excerpt`` is a bounded prefix of it.
 
     ``reply_to`` is the id of a request of ours that the line appears to answer (it names that
@@ -127,7 +129,7 @@ class Malformed:
     """The excerpt is a prefix of a longer line."""
 
 
-Incoming = Request | Notification | Response | StrayResponse | Malformed
+Incoming = Request | RpcNotification | Response | StrayResponse | MalformedLine
 
 _EXCERPT = 200
 MAX_NESTING: Final = 64
@@ -224,7 +226,7 @@ class JsonRpcPeer:
     # -- what we receive ----------------------------------------------------------------------
 
     def receive(self, line: bytes) -> Incoming:
-        """Classify one line. Never raises for bad input: it becomes :class:`Malformed`."""
+        """Classify one line. Never raises for bad input: it becomes :class:`MalformedLine`."""
         if line.count(b"[") + line.count(b"{") > MAX_NESTING and nesting_exceeds(line):  # cheap test first
             return self._unreadable(f"the line nests deeper than {MAX_NESTING} levels", line)
         try:
@@ -234,32 +236,32 @@ class JsonRpcPeer:
         except RecursionError:  # cannot happen below MAX_NESTING; never let it escape anyway
             return self._unreadable("the line nests too deeply to parse", line)
         if type(message) is not dict:
-            return Malformed("the line is not a JSON-RPC object", _excerpt(line))
+            return MalformedLine("the line is not a JSON-RPC object", _excerpt(line))
         method = message.get("method")
         if method is not None:
             if type(method) is not str:
-                return Malformed("the method is not a string", _excerpt(line))
+                return MalformedLine("the method is not a string", _excerpt(line))
             params = message.get("params")
             if "id" not in message:
-                return Notification(method, params)
+                return RpcNotification(method, params)
             request_id = message["id"]
             if not _valid_id(request_id):
-                return Malformed("the request id is neither a number nor a string", _excerpt(line))
+                return MalformedLine("the request id is neither a number nor a string", _excerpt(line))
             self._incoming[request_id] = method
             return Request(request_id, method, params)
         if "id" in message and ("result" in message or "error" in message):
             return self._response(message, line)
-        return Malformed("the object is neither a request, a notification nor a response", _excerpt(line))
+        return MalformedLine("the object is neither a request, a notification nor a response", _excerpt(line))
 
-    def _unreadable(self, reason: str, line: bytes) -> Malformed:
+    def _unreadable(self, reason: str, line: bytes) -> MalformedLine:
         # A line that names one of our pending ids may have been its answer.
         match = _ID.search(line)
         reply_to = int(match.group(1)) if match is not None else None
-        return Malformed(
+        return MalformedLine(
             reason, _excerpt(line), reply_to if reply_to in self._outgoing else None, cut=len(line) > _EXCERPT
         )
 
-    def _response(self, message: JsonObject, line: bytes) -> Response | StrayResponse | Malformed:
+    def _response(self, message: JsonObject, line: bytes) -> Response | StrayResponse | MalformedLine:
         request_id = message["id"]
         if not _valid_id(request_id) or request_id not in self._outgoing:
             return StrayResponse(request_id)

@@ -39,11 +39,11 @@ from ..protocol.framing import OVERSIZED, FrameItem, LineFramer
 from ..protocol.jsonrpc import (
     JsonObject,
     JsonRpcPeer,
-    Malformed,
-    Notification,
+    MalformedLine,
     Request,
     RequestId,
     Response,
+    RpcNotification,
     StrayResponse,
 )
 from ..targets.launch import Ready
@@ -106,7 +106,7 @@ class ConnectionHandler(Protocol):
     def on_update(self, params: Any) -> None: ...
     def on_notification(self, method: str, params: Any) -> None: ...
     def on_request(self, request: Request) -> None: ...
-    def on_malformed(self, malformed: Malformed) -> None: ...
+    def on_malformed(self, malformed: MalformedLine) -> None: ...
     def on_oversized(self, excerpt: bytes) -> None: ...
     def on_write_failed(self) -> None: ...
     def on_write_started(self) -> None:
@@ -428,7 +428,7 @@ class AgentConnection:
                 handler.on_oversized(framer.oversized_head)
                 continue
             message = peer.receive(frame)
-            if isinstance(message, Notification):
+            if isinstance(message, RpcNotification):
                 if message.method == "session/update":
                     handler.on_update(message.params)
                 else:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..logs import ContextLogger
-    from ..protocol.jsonrpc import Malformed as MalformedLine
+    from ..protocol.jsonrpc import MalformedLine
     from ..protocol.normalize import Normalizer
     from .connection import AgentConnection, PendingCall
     from .filesystem import FileServer
