@@ -24,7 +24,7 @@ from remote_acp.testing._messages import (
 )
 from remote_acp.testing._process import TYPE_CHECKING, hard_exit, log, spawn_sleeper
 from remote_acp.testing._script import Script, build_plan
-from remote_acp.testing._sessions import Session, restore_session, save_session
+from remote_acp.testing._sessions import AgentSession, restore_session, save_session
 from remote_acp.testing._wire import RpcError, encode
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn, TypeAlias
 
     from remote_acp.testing._script import TurnPlan
-    from remote_acp.testing._wire import Inbox, Json, Wire
+    from remote_acp.testing._wire import Json, StdinReader, Wire
 
 AGENT_TITLE = "Scripted ACP agent"
 ADVERTISABLE = ("load", "resume", "close", "delete", "list")
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 class Turn:
     __slots__ = ("number", "plan", "request_id", "session", "steps", "wait")
 
-    def __init__(self, number: int, request_id: Any, session: Session, plan: TurnPlan) -> None:
+    def __init__(self, number: int, request_id: Any, session: AgentSession, plan: TurnPlan) -> None:
         self.number = number
         self.request_id = request_id
         self.session = session
@@ -95,13 +95,13 @@ class Turn:
 
 
 class ScriptedAgent:
-    """Single-threaded ACP agent: one loop pulls messages from the inbox and resumes turns."""
+    """Single-threaded ACP agent: one loop pulls messages from the reader and resumes turns."""
 
-    def __init__(self, options: Options, wire: Wire, inbox: Inbox) -> None:
+    def __init__(self, options: Options, wire: Wire, reader: StdinReader) -> None:
         self.options = options
         self.wire = wire
-        self.inbox = inbox
-        self.sessions: dict[str, Session] = {}
+        self.reader = reader
+        self.sessions: dict[str, AgentSession] = {}
         self.turns: dict[int, Turn] = {}
         self.turn_count = 0
         self.session_count = 0
@@ -111,7 +111,7 @@ class ScriptedAgent:
     def serve(self) -> NoReturn:
         while True:
             try:
-                message = self.inbox.get(self._timeout())
+                message = self.reader.get(self._timeout())
             except queue.Empty:
                 pass
             else:
@@ -251,7 +251,7 @@ class ScriptedAgent:
         session_id = self.options.session_id or "sess"
         if self.session_count > 1 or not self.options.session_id:
             session_id = f"{session_id}-{self.session_count}"
-        self.sessions[session_id] = Session(session_id, cwd, mcp_servers=params["mcpServers"])
+        self.sessions[session_id] = AgentSession(session_id, cwd, mcp_servers=params["mcpServers"])
         self._save(self.sessions[session_id])
         return {"sessionId": session_id}
 
@@ -320,17 +320,17 @@ class ScriptedAgent:
             raise RpcError(-32602, "Invalid params: mcpServers must be a list")
         return cwd
 
-    def _session(self, params: Json) -> Session:
+    def _session(self, params: Json) -> AgentSession:
         session_id = str(params.get("sessionId"))
         session = self.sessions.get(session_id) or self._restore(session_id)
         if session is None:
             raise RpcError(-32002, "session not found", {"sessionId": params.get("sessionId")})
         return session
 
-    def _save(self, session: Session) -> None:
+    def _save(self, session: AgentSession) -> None:
         save_session(self.options.state_dir, session)
 
-    def _restore(self, session_id: str) -> Session | None:
+    def _restore(self, session_id: str) -> AgentSession | None:
         session = restore_session(self.options.state_dir, session_id)
         if session is not None:
             self.sessions[session_id] = session
@@ -372,7 +372,7 @@ class ScriptedAgent:
         self._exits(plan)
         if plan.stop_reading:
             self.wire.request("session/request_permission", huge_permission_params(sid))
-            self.inbox.stop_reading()
+            self.reader.stop_reading()
             yield from forever()
         if plan.never:
             yield from forever()

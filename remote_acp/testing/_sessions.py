@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from remote_acp.testing._wire import Json
 
 
-class Session:
+class AgentSession:
+    """One session as the scripted agent keeps it: its directory, its turns and its tool servers."""
+
     __slots__ = ("cwd", "history", "mcp_servers", "session_id")
 
     def __init__(
@@ -33,17 +35,17 @@ def _state_file(state_dir: str | None, session_id: str) -> str | None:
     return os.path.join(state_dir, f"{session_id}.json")
 
 
-def save_session(state_dir: str | None, session: Session) -> None:
+def save_session(state_dir: str | None, session: AgentSession) -> None:
     path = _state_file(state_dir, session.session_id)
     if path is not None:
         history = [list(entry) for entry in session.history]
         write_text(path, json.dumps({"cwd": session.cwd, "history": history}))
 
 
-def restore_session(state_dir: str | None, session_id: str) -> Session | None:
+def restore_session(state_dir: str | None, session_id: str) -> AgentSession | None:
     path = _state_file(state_dir, session_id)
     if path is None or not os.path.exists(path):
         return None
     with open(path) as f:
         saved = json.load(f)
-    return Session(session_id, saved["cwd"], [tuple(entry) for entry in saved["history"]])
+    return AgentSession(session_id, saved["cwd"], [tuple(entry) for entry in saved["history"]])

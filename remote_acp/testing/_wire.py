@@ -1,4 +1,4 @@
-"""The scripted agent's line I/O: the stdin reader thread and its inbox, and the only stdout writer."""
+"""The scripted agent's line I/O: the stdin reader thread and its queue, and the only stdout writer."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class Wire:
         return request_id
 
 
-class Inbox:
+class StdinReader:
     """Reads stdin on a daemon thread; parsed messages (``None`` at EOF) land on a queue.
 
     It reads raw 64 KiB chunks (not ``readline``), so after :meth:`stop_reading` at most one more

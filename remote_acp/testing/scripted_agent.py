@@ -62,7 +62,7 @@ from remote_acp.testing._agent import (
 )
 from remote_acp.testing._process import TYPE_CHECKING, hard_exit, spawn_sleeper, write_text
 from remote_acp.testing._script import Script, build_plan
-from remote_acp.testing._wire import PIECE, Inbox, Wire
+from remote_acp.testing._wire import PIECE, StdinReader, Wire
 
 if TYPE_CHECKING:
     import argparse
@@ -283,9 +283,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     options, args = parse_options(argv)
     try:
         start_up(args)
-        inbox = Inbox(0, args.record)  # fd 0, read raw (works even if sys.stdin is None)
-        inbox.start()
-        ScriptedAgent(options, Wire(sys.stdout.buffer), inbox).serve()
+        reader = StdinReader(0, args.record)  # fd 0, read raw (works even if sys.stdin is None)
+        reader.start()
+        ScriptedAgent(options, Wire(sys.stdout.buffer), reader).serve()
     except KeyboardInterrupt:
         hard_exit(130)
     except BrokenPipeError:

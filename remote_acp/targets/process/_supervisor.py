@@ -110,7 +110,10 @@ def _alive(pid: int) -> bool:
     return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] not in (b"Z", b"X")
 
 
-class Supervisor:
+class SupervisedTree:
+    """The agent this supervisor forked and the tree below it, with the pipe its reports go back on
+    (the controller's side of the same supervisor is :class:`.containment.Supervisor`)."""
+
     def __init__(self, agent: int, status_fd: int, procfs: bool) -> None:
         self.agent = agent
         self.status_fd: int | None = status_fd
@@ -237,8 +240,8 @@ def _supervise(
         os.waitpid(agent, 0)
         os.write(status_fd, failure)
         os._exit(0)
-    sup = Supervisor(agent, status_fd, os.path.isdir(f"/proc/{os.getpid()}/task"))
-    sup.report(f"C{int(contained)}\nP{agent}\n")
+    tree = SupervisedTree(agent, status_fd, os.path.isdir(f"/proc/{os.getpid()}/task"))
+    tree.report(f"C{int(contained)}\nP{agent}\n")
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -267,12 +270,12 @@ def _supervise(
             elif b"K" in data:
                 killing = True
             elif b"T" in data:
-                sup.signal_tree(_signal.SIGTERM)
+                tree.signal_tree(_signal.SIGTERM)
         killing = killing or _stop_requested
-        sup.peek_agent()
-        sup.reap_orphans()
-        if killing and sup.signal_tree(_signal.SIGKILL) == 0 and sup.agent_exited:
-            sup.reap_orphans()
+        tree.peek_agent()
+        tree.reap_orphans()
+        if killing and tree.signal_tree(_signal.SIGKILL) == 0 and tree.agent_exited:
+            tree.reap_orphans()
             try:
                 os.waitpid(agent, 0)
             except ChildProcessError:

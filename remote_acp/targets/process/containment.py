@@ -28,7 +28,7 @@ of the embedding application; ``PR_SET_PDEATHSIG`` follows the thread that forke
 process (a session started from a worker thread would die with that thread), and on the agent
 alone covers none of its descendants.
 
-The supervisors come from a *launcher* (:mod:`.launcher`): a small process, one per controller,
+The supervisors come from a *launcher* (:mod:`.fork_server`): a small process, one per controller,
 that forks a supervisor for each session on request, about a millisecond each, where an
 interpreter start-up per session cost 15-20 ms of CPU. Where it cannot serve, a supervisor starts
 on its own as an interpreter of its own, with the same behaviour.
@@ -41,7 +41,7 @@ What is guaranteed where:
   over a socket) is not its descendant and is not contained.
 - Elsewhere (no subreaper, no ``/proc``): the lifeline still kills the agent's process group when
   the controller dies, and teardown signals the group; a descendant that left the group is
-  found by the session-mark scan only where ``/proc`` exists (see :mod:`.process_tree`).
+  found by the session-mark scan only where ``/proc`` exists (see :mod:`.tree`).
 - If the supervisor itself is SIGKILLed, its tree is reparented upwards uncontained; teardown
   then falls back to the group, the mark scan and the pipe holders, as before containment.
 """
