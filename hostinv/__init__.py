@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from ._lazy import lazy_exports
+from .lazy import lazy_exports
 
 # The convention for libraries: an application that configured no logging gets no output from us
 # (without any handler, ``logging.lastResort`` prints warnings to stderr).

@@ -1,7 +1,8 @@
 """remote-acp: drive coding agents that speak the Agent Client Protocol, locally or over SSH.
 
-The public names below are imported lazily, so ``import remote_acp`` (and the CLI's
-``--version``) stays cheap; the session machinery loads on first use.
+The public names below are imported on first use (:mod:`hostinv.lazy`, the mechanism both
+packages share), so ``import remote_acp`` (and the CLI's ``--version``) stays cheap; the session
+machinery loads when a name needs it.
 """
 
 from __future__ import annotations
@@ -143,14 +144,12 @@ _HOME = {
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> object:
-        module = _HOME.get(name)
-        if module is None:
-            raise AttributeError(f"module 'remote_acp' has no attribute {name!r}")
-        from importlib import import_module
+        # hostinv's mechanism, imported on the first name asked for and not with the package:
+        # importing hostinv sets up its logger, and logging (with re and enum) would cost many
+        # times what ``import remote_acp`` does. Every public name's module loads hostinv anyway.
+        from hostinv.lazy import export
 
-        value = getattr(import_module(f".{module}", __name__), name)
-        globals()[name] = value
-        return value
+        return export(__name__, _HOME, globals(), name)
 
     def __dir__() -> list[str]:
         return sorted(__all__)

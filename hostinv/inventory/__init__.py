@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from ..lazy import lazy_exports
 
 # Not on first use: importing the module ``merge`` would bind the package's ``merge`` to it, not
 # to the function. It costs little: the models are dataclasses.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hostinv.lazy import lazy_exports
+
 from .check import check_host, check_hosts, handshake_judgement, host_config_text, host_target
 from .report import (
     EXIT_SOME_NOT_READY,
@@ -46,14 +48,8 @@ __all__ = [
     "table_rows",
 ]
 
-_POOL = frozenset({"Attempt", "HostPool", "Placement", "SlotWait", "rank_hosts"})
+# The pool imports the session core: only placement needs it, not a check.
+_HOME = dict.fromkeys(("Attempt", "HostPool", "Placement", "SlotWait", "rank_hosts"), "pool")
 
 if not TYPE_CHECKING:  # a misspelt name fails type checking instead of resolving to Any
-
-    def __getattr__(name: str) -> object:
-        # The pool imports the session core: only placement needs it, not a check.
-        if name in _POOL:
-            from . import pool
-
-            return getattr(pool, name)
-        raise AttributeError(f"module 'remote_acp.fleet' has no attribute {name!r}")
+    __getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
