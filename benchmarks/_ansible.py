@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-from ._common import PY, REPO
+from ._programs import PY, REPO
 
 __all__ = ["ANSIBLE_VERSION", "ansible"]
 

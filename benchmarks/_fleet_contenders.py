@@ -18,9 +18,9 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._common import PY, REPO
 from ._fleet_lab import RUN_TIMEOUT_S, SETTLE_S, negotiated_kex, reap_orphans, timed
 from ._proc import processes_naming
+from ._programs import PY, REPO
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -22,26 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._agents import bulk_prompt
-from ._common import (
-    ANCHORS,
-    PY,
-    REPO,
-    Check,
-    Summary,
-    Table,
-    acpx,
-    agent_argv,
-    agent_command,
-    benchmark_process,
-    cli_argv,
-    fmt_rate,
-    fmt_s,
-    interleaved,
-    median,
-    run_timed,
-    section,
-)
+from ._agents import agent_argv, agent_command, bulk_prompt
+from ._harness import benchmark_process
+from ._programs import ANCHORS, PY, REPO, acpx, cli_argv
+from ._report import Check, Summary, Table, fmt_rate, fmt_s, section
+from ._timing import interleaved, median, run_timed
 
 if TYPE_CHECKING:
     from collections.abc import Callable

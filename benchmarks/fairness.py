@@ -23,21 +23,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ._agents import bulk_prompt
-from ._common import (
-    REPO,
-    Check,
-    Summary,
-    Table,
-    agent_argv,
-    benchmark_process,
-    fmt_ms,
-    fmt_rate,
-    fmt_s,
-    median,
-    quantile,
-    section,
-)
+from ._agents import agent_argv, bulk_prompt
+from ._harness import benchmark_process
+from ._programs import REPO
+from ._report import Check, Summary, Table, fmt_ms, fmt_rate, fmt_s, section
+from ._timing import median, quantile
 
 if TYPE_CHECKING:
     from remote_acp.events import Event

@@ -64,11 +64,13 @@ import time
 from pathlib import Path
 
 from ._ansible import ansible
-from ._common import Check, Summary, Table, benchmark_process, fmt_s, interleaved, median, section
 from ._cpu_groups import cpu_groups
 from ._fleet_contenders import Fleet
 from ._fleet_lab import login, missing_prerequisites
+from ._harness import benchmark_process
 from ._proc import processes_naming
+from ._report import Check, Summary, Table, fmt_s, section
+from ._timing import interleaved, median
 
 PROBE_TARGET = 1.2
 HANDSHAKE_TARGET = 1.25

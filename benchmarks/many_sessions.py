@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ._common import REPO, Summary, Table, agent_argv, benchmark_process, fmt_mib, fmt_s, section
+from ._agents import agent_argv
+from ._harness import benchmark_process
 from ._proc import open_fds, parent_of, pss_kib, rss_kib
+from ._programs import REPO
+from ._report import Summary, Table, fmt_mib, fmt_s, section
 
 if TYPE_CHECKING:
     from remote_acp.session.core import Session

@@ -46,9 +46,11 @@ import anyio
 from remote_acp.targets.ssh.script import SLOT_DIR_PREFIX
 
 from ._agents import lab_agent_script
-from ._common import Check, Summary, Table, benchmark_process, fmt_s, median, section
 from ._cpu_groups import cpu_groups
 from ._fleet_lab import missing_prerequisites
+from ._harness import benchmark_process
+from ._report import Check, Summary, Table, fmt_s, section
+from ._timing import median
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator

@@ -19,7 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._common import PY, REPO, Summary, environment_note, section
+from ._harness import environment_note
+from ._programs import PY, REPO
+from ._report import Summary, section
 
 BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "session_overhead": ([], ["--runs", "5", "--warmup", "1", "--sdk-runs", "3"]),

@@ -26,27 +26,11 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from ._common import (
-    ANCHORS,
-    PY,
-    REPO,
-    Check,
-    Summary,
-    Table,
-    acpx,
-    agent_argv,
-    agent_command,
-    benchmark_process,
-    cli_argv,
-    fmt_mib,
-    fmt_s,
-    interleaved,
-    median,
-    quantile,
-    run_timed,
-    sdk_python,
-    section,
-)
+from ._agents import agent_argv, agent_command
+from ._harness import benchmark_process
+from ._programs import ANCHORS, PY, REPO, acpx, cli_argv, sdk_python
+from ._report import Check, Summary, Table, fmt_mib, fmt_s, section
+from ._timing import interleaved, median, quantile, run_timed
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -43,24 +43,11 @@ from remote_acp.targets.launch import LocalTarget
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 
-from ._common import (
-    ANCHORS,
-    PY,
-    Check,
-    Summary,
-    Table,
-    agent_argv,
-    agent_command,
-    benchmark_process,
-    cli_argv,
-    fmt_s,
-    interleaved,
-    median,
-    quantile,
-    run_json,
-    run_timed,
-    section,
-)
+from ._agents import agent_argv, agent_command
+from ._harness import benchmark_process
+from ._programs import ANCHORS, PY, cli_argv
+from ._report import Check, Summary, Table, fmt_s, section
+from ._timing import interleaved, median, quantile, run_json, run_timed
 from .session_overhead import agent_alone
 
 if TYPE_CHECKING:

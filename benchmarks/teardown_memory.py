@@ -26,27 +26,12 @@ import anyio
 from remote_acp.options import SessionOptions
 from remote_acp.session.core import open_session
 
-from ._agents import IGNORES_SIGTERM_AND_EOF
-from ._common import (
-    ANCHORS,
-    PY,
-    REPO,
-    Check,
-    Summary,
-    Table,
-    agent_argv,
-    agent_command,
-    benchmark_process,
-    cli_argv,
-    fmt_mib,
-    fmt_ms,
-    median,
-    run_json,
-    run_timed,
-    sdk_python,
-    section,
-)
+from ._agents import IGNORES_SIGTERM_AND_EOF, agent_argv, agent_command
+from ._harness import benchmark_process
 from ._proc import alive
+from ._programs import ANCHORS, PY, REPO, cli_argv, sdk_python
+from ._report import Check, Summary, Table, fmt_mib, fmt_ms, section
+from ._timing import median, run_json, run_timed
 
 TEARDOWN_TARGET_MS = 50.0
 ONE_SESSION_MIB = 30.0

@@ -41,23 +41,11 @@ from remote_acp.protocol.normalize import Normalizer
 from remote_acp.session.core import open_session
 from remote_acp.targets.process.agent import READ_SIZE
 
-from ._agents import bulk_prompt
-from ._common import (
-    ANCHORS,
-    PY,
-    Check,
-    Summary,
-    Table,
-    agent_argv,
-    benchmark_process,
-    fmt_rate,
-    fmt_s,
-    interleaved,
-    median,
-    run_json,
-    sdk_python,
-    section,
-)
+from ._agents import agent_argv, bulk_prompt
+from ._harness import benchmark_process
+from ._programs import ANCHORS, PY, sdk_python
+from ._report import Check, Summary, Table, fmt_rate, fmt_s, section
+from ._timing import interleaved, median, run_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
