@@ -25,14 +25,13 @@ from remote_acp.errors import ErrorKind
 from remote_acp.fleet import handshake_judgement, rank_hosts
 from remote_acp.targets.exit_status import ExitStatus
 from remote_acp.targets.ssh.errors import ssh_exit_error
+from remote_acp.targets.ssh.loader import BOOTSTRAP, stdin_prefix
 from remote_acp.targets.ssh.script import (
     AT_CAPACITY_MARK,
-    BOOTSTRAP,
     EXIT_AT_CAPACITY,
     EXIT_NO_SLOTS,
     SLOTS_MARK,
     remote_script,
-    stdin_prefix,
 )
 from remote_acp.targets.ssh.settings import SshSettings
 

@@ -16,7 +16,8 @@ import pytest
 
 from hostinv.probes import parse_report, probe_script
 from hostinv.slots import PRIVATE
-from remote_acp.targets.ssh.script import BOOTSTRAP, remote_script, stdin_prefix
+from remote_acp.targets.ssh.loader import BOOTSTRAP, stdin_prefix
+from remote_acp.targets.ssh.script import remote_script
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

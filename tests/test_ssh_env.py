@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh.argv import ready_bound_ms
+from remote_acp.targets.ssh.loader import BOOTSTRAP, data_line, stdin_prefix
 from remote_acp.targets.ssh.ready_marker import ReadyMarker
-from remote_acp.targets.ssh.script import BOOTSTRAP, data_line, remote_script, stdin_prefix
+from remote_acp.targets.ssh.script import remote_script
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 from tests.support.ssh_build import (

@@ -11,7 +11,8 @@ import pytest
 from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
 from remote_acp.targets.exit_status import ExitStatus
 from remote_acp.targets.ssh.errors import authenticated, ssh_exit_error, ssh_ready_error, ssh_reason
-from remote_acp.targets.ssh.script import INCOMPLETE_MARK, TOOL_MARK
+from remote_acp.targets.ssh.loader import INCOMPLETE_MARK
+from remote_acp.targets.ssh.script import TOOL_MARK
 from tests.support.ssh_build import SIGNAL_MARK, WORKSPACE_MARK
 
 # Also read from here by tests/test_fleet_verdicts.py, hence the explicit re-export.

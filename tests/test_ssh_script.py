@@ -29,16 +29,15 @@ import pytest
 from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh.argv import ssh_argv
 from remote_acp.targets.ssh.destination import Destination
-from remote_acp.targets.ssh.script import (
+from remote_acp.targets.ssh.loader import (
     ANOTHER_SHELL,
     BOOTSTRAP,
     END_MARK,
     INCOMPLETE_MARK,
-    TOOL_MARK,
     data_line,
-    remote_script,
     stdin_prefix,
 )
+from remote_acp.targets.ssh.script import TOOL_MARK, remote_script
 from remote_acp.targets.ssh.settings import SshSettings
 from tests.support.orphans import MARKER_NAME, alive, kill_marked
 from tests.support.ssh_build import (

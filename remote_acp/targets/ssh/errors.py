@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any, Final
 from hostinv.causes import ssh_words
 
 from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError, bounded_fact
+from .loader import EXIT_INCOMPLETE, INCOMPLETE_MARK
 from .script import (
     AT_CAPACITY_MARK,
     EXIT_AT_CAPACITY,
-    EXIT_INCOMPLETE,
     EXIT_NO_SLOTS,
     EXIT_NO_TOOL,
     EXIT_NO_WORKSPACE,
-    INCOMPLETE_MARK,
     SIGNAL_MARK,
     SLOTS_MARK,
     TOOL_MARK,

@@ -2,7 +2,7 @@
 
 A remote login prints what its scripts print (a banner, a motd, a report) and may read stdin, so
 the protocol cannot start at the first byte. The ssh target's script (see
-:mod:`remote_acp.targets.ssh.script`) reads itself from stdin (:attr:`ReadyMarker.opening`),
+:mod:`remote_acp.targets.ssh.loader`) reads itself from stdin (:attr:`ReadyMarker.opening`),
 prints a per-session marker line once it is ready, and waits for a go-ahead line
 (:attr:`ReadyMarker.reply`) before it starts the agent. :class:`ReadyMarker` is that exchange as
 a :class:`~remote_acp.targets.launch.Prelude`; the connection runs it on the raw byte stream and

@@ -1,21 +1,7 @@
-"""The remote side of a session: what the login shell is given, and what travels on stdin.
+"""The session's script: what ``/bin/sh`` runs on the host once the loader has read it whole.
 
-The user's login shell (sh, bash, zsh, ksh, ash, fish, csh, tcsh...) gets one fixed line,
-:data:`BOOTSTRAP` under ``sh -c``, with no data in it: no quote that shells read differently, no
-backslash (fish reads ``\\'`` and ``\\\\`` inside single quotes), no ``!`` (csh history), no
-newline (csh refuses one inside quotes), and its one ``$`` inside single quotes, where no shell
-expands it. That line has ``/bin/sh`` read one line from stdin and evaluate it: the *loader*
-(:func:`stdin_prefix`), which reads the script a known number of lines at a time with the
-``read`` builtin (it never reads ahead, unlike a shell reading a script from a pipe: dash and
-BusyBox read in blocks) and runs it only when its last line, the end mark, arrived. So the
-script and every byte of data reach ``/bin/sh`` and nothing else, whatever the login shell.
-
-The data (workspace, command words or fragment, carried environment) sit in the script as one
-line, ``_ra_data='...'``, of octal escapes (``\\0ooo``, decoded by ``printf %b``) and harmless
-characters (letters, digits, ``/._,:+=@%-``). Decoded, it is a POSIX sh snippet of assignments
-quoted by :func:`shlex.quote`. No line of the prefix means anything but an assignment to a
-shell, whichever shell reads it and from wherever it starts reading: a dotfile that reads some of
-stdin can make the session fail, never run a word of the data.
+How the script and its data travel (the fixed bootstrap line, the loader on stdin, the data line
+no shell reads anything in) is :mod:`remote_acp.targets.ssh.loader`'s.
 
 The script, in order: decode the data; run the preflight when the session has one (a script of
 the caller's, in a subshell reading ``/dev/null``, whose output reaches the client ahead of the
@@ -51,21 +37,18 @@ from typing import TYPE_CHECKING, Final
 
 from hostinv.slots import PRIVATE, slot_dir_lines
 
+from .loader import END_MARK, EXIT_INCOMPLETE, INCOMPLETE_MARK, PLAIN, data_line
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = [
-    "BOOTSTRAP",
-    "END_MARK",
     "AT_CAPACITY_MARK",
     "EXIT_AT_CAPACITY",
-    "EXIT_INCOMPLETE",
-    "EXIT_NO_ENVIRONMENT",
     "EXIT_NO_SLOTS",
     "EXIT_NO_GO",
     "EXIT_NO_TOOL",
     "EXIT_NO_WORKSPACE",
-    "INCOMPLETE_MARK",
     "SIGNAL_MARK",
     "SLOTS_MARK",
     "SLOT_DIR_PREFIX",
@@ -75,36 +58,24 @@ __all__ = [
     "WATCH_TRAP",
     "WORKSPACE_MARK",
     "check_count",
-    "data_line",
     "remote_script",
-    "stdin_prefix",
     "validate_env_names",
 ]
 
-BOOTSTRAP: Final = 'IFS= read -r l && eval "$l"'
-"""What ``/bin/sh -c`` runs on the host: read the loader line from stdin and run it. Fixed."""
 EXIT_NO_SLOTS: Final = 93
 EXIT_AT_CAPACITY: Final = 94
 EXIT_NO_GO: Final = 95
 EXIT_NO_TOOL: Final = 96
 EXIT_NO_WORKSPACE: Final = 97
-EXIT_INCOMPLETE: Final = 98
-EXIT_NO_ENVIRONMENT: Final = EXIT_INCOMPLETE  # the environment travels in the session data
 WORKSPACE_MARK: Final = "remote-acp: workspace unavailable:"
 SIGNAL_MARK: Final = "remote-acp: the agent was killed by signal"
 TOOL_MARK: Final = "remote-acp: this host lacks a tool the session's supervisor needs:"
-INCOMPLETE_MARK: Final = "remote-acp: the session script sent on stdin did not arrive whole"
-ANOTHER_SHELL: Final = " (another shell, started by a login script, read it as its commands)"
 NO_GO_MARK: Final = "remote-acp: no go-ahead after the ready marker; nothing was started"
 AT_CAPACITY_MARK: Final = "remote-acp: host at capacity: every agent slot is held; slots:"
 SLOTS_MARK: Final = "remote-acp: the agent slots directory is not usable (it must be a directory the user owns):"
-END_MARK: Final = "# remote-acp end"
 SLOT_DIR_PREFIX: Final = PRIVATE
 """Where sessions keep their agent slots by default: the user's own directory on the host
 (:mod:`hostinv.slots`), never one another user could make first."""
-"""Where a host keeps its agent slots: this prefix and the user's numeric id. Local to the host
-(``/tmp``, never a home directory that NFS may share between hosts), one per user (the directory
-must be the user's own, so nobody else can hold or plant its slots)."""
 SLOT_TOOLS: Final = ("flock", "id", "ls")
 """What taking a slot runs besides the supervisor's tools."""
 SUPERVISOR_TOOLS: Final = ("awk", "grep", "sed", "cat", "sleep")
@@ -113,9 +84,6 @@ TOOL_FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/s
 """Where the supervisor looks for its tools after the login's PATH."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_PREFIX = "_RA_"  # any case: the supervisor's own variables are _ra_*
-# Kept as they are in the data line: none of them quotes, separates, expands or escapes in any
-# shell, so no run of them, cut anywhere, is more than one word.
-_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._,:+=@%-")
 # Names the remote shell needs for itself: IFS splits the supervisor's words; PPID is how the
 # watchdog knows the connection (dash lets it be assigned); bash refuses to assign its read-only
 # ones (the import would fail); FUNCNEST, GLOBIGNORE and EXECIGNORE break the supervisor's
@@ -126,6 +94,10 @@ _RESERVED_NAMES: Final = frozenset(
 
 
 def check_count(what: str, value: object) -> None:
+    """Refuse a ``value`` for ``what`` that is not an integer of at least 1.
+
+    :raises ValueError: naming ``what``.
+    """
     # bool is an int to Python, and a float would reach the remote shell's arithmetic as text.
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValueError(f"{what} must be an integer, not {type(value).__name__}")
@@ -151,26 +123,6 @@ def validate_env_names(names: Sequence[str]) -> tuple[str, ...]:
 
 def _q(text: str) -> str:
     return shlex.quote(text)
-
-
-def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    """The script's one data line: ``_ra_data='...'``, the session's data as a POSIX sh snippet
-    of assignments, encoded so that no shell reads anything in it (see the module docstring).
-
-    A str holding surrogate escapes (as ``os.environ`` gives for undecodable bytes) travels as its
-    original bytes.
-    """
-    lines = [f"_ra_ws={_q(workspace)}"]
-    if isinstance(command, str):
-        lines += [f"_ra_cmd={_q(command.strip())}", "_ra_list="]
-    else:
-        from ..launch import command_argv  # here: the settings' checks import this module, not launch
-
-        lines += [f"set -- {shlex.join(command_argv(list(command)))}", "_ra_cmd=", "_ra_list=1"]
-    exports = " ".join(f"{name}={_q(value)}" for name, value in (env or {}).items())
-    lines += [f"_ra_env={_q('export ' + exports) if exports else ''}", "_ra_complete=1"]
-    raw = "\n".join(lines).encode("utf-8", "surrogateescape")
-    return "_ra_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
 
 
 WATCH_TRAP: Final = '[ "$!" = "$_ra_agent" ] || kill -s KILL "$!" 2>/dev/null; exit 0'
@@ -418,7 +370,7 @@ def remote_script(
         raise ValueError("the ready marker must be ASCII letters, digits and dashes")
     if any(c in tool_path for c in "'\\\n"):
         raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
-    if slot_prefix != PRIVATE and (not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= _PLAIN):
+    if slot_prefix != PRIVATE and (not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= PLAIN):
         raise ValueError("the slot prefix must be an absolute path of letters, digits and /._,:+=@%-")
     if preflight is not None and (ready_marker is None or not preflight.isascii()):
         raise ValueError("a preflight needs a ready marker, and must be ASCII")
@@ -503,45 +455,3 @@ def _slot_lines(capacity: int, prefix: str) -> list[str]:
         "done",
         "unset _ra_k _ra_r _ra_e _ra_x _ra_o _ra_uid _ra_sd",
     ]
-
-
-def stdin_prefix(script: str, *, whole_input: bool = False) -> bytes:
-    """What goes on stdin ahead of the protocol: the loader line, then ``script`` (which must end
-    with :data:`END_MARK` and a newline, as :func:`remote_script`'s does).
-
-    The loader reads exactly the script's lines with ``read`` (byte by byte from a pipe, in every
-    sh), and runs them only when the last one is the end mark; anything else (stdin ended early,
-    a dotfile ate some of it) exits :data:`EXIT_INCOMPLETE` with :data:`INCOMPLETE_MARK`, or waits
-    for lines that never come, until the ready bound ends the session.
-
-    ``whole_input``: nothing follows the script on stdin until the script asks for it (it prints a
-    ready marker and the client sends nothing more before it), so the loader may read the script
-    in one go: ``head -c`` with its size, a read or two instead of one per byte (a byte costs
-    ``read`` about 2 us of host CPU, and a check's script with its probe is 15 KB). Where ``head``
-    is missing or knows no ``-c``, or what it read does not end with the end mark, the line loop
-    reads what is left, as without it.
-    """
-    if not script.endswith(END_MARK + "\n"):
-        raise ValueError("the script must end with the end mark")
-    count = script.count("\n")
-    end = _q(END_MARK)
-    at_once = (
-        "if command -v head >/dev/null 2>&1; then "
-        f"_ra_s=$(head -c {len(script.encode())} 2>/dev/null; echo .); _ra_s=${{_ra_s%.}}; "
-        f'case $_ra_s in *"$_ra_nl"{end}"$_ra_nl") _ra_n={count}; _ra_l={end} ;; *) _ra_s= ;; esac; fi; '
-        if whole_input
-        else ""
-    )
-    # Only the bootstrap sets ``l``: without it, another shell (one a login script started in
-    # place of the login shell) is reading stdin as its own commands.
-    loader = (
-        f"if [ -z \"${{l+1}}\" ]; then printf '%s\\n' {_q(INCOMPLETE_MARK + ANOTHER_SHELL)} >&2; "
-        f"exit {EXIT_INCOMPLETE}; fi; "
-        "_ra_nl=$(printf '\\n.'); _ra_nl=${_ra_nl%.}; _ra_s=; _ra_l=; _ra_n=0; "
-        + at_once
-        + f'while [ "$_ra_n" -lt {count} ] && IFS= read -r _ra_l; do _ra_s=$_ra_s$_ra_l$_ra_nl; '
-        "_ra_n=$((_ra_n + 1)); done; "
-        f'if [ "$_ra_n" -eq {count} ] && [ "$_ra_l" = {end} ]; then unset _ra_l _ra_n _ra_nl; eval "$_ra_s"; '
-        f"else printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; fi"
-    )
-    return (loader + "\n" + script).encode("ascii")

@@ -7,9 +7,10 @@ remote rules live here and nowhere else: a remote launch delivers no tool server
 measurement claim (:attr:`SshTarget.remote`), and ssh's exit statuses are read by
 :meth:`SshTarget.exit_error`.
 
-Theory of operation on the far side (:mod:`remote_acp.targets.ssh.script` has the details): the
-user's login shell, whichever it is, gets a fixed line with no data in it, which starts ``/bin/sh
--c`` on :data:`~remote_acp.targets.ssh.script.BOOTSTRAP`; that reads the script from stdin,
+Theory of operation on the far side (:mod:`remote_acp.targets.ssh.loader` and
+:mod:`remote_acp.targets.ssh.script` have the details): the user's login shell, whichever it is,
+gets a fixed line with no data in it, which starts ``/bin/sh -c`` on
+:data:`~remote_acp.targets.ssh.loader.BOOTSTRAP`; that reads the script from stdin,
 ahead of the protocol, with the workspace, the command and the carried environment encoded in it
 so that no shell reads them as code. The script enters the workspace (a failing ``cd`` exits
 with its own status and message, and can never run the command), imports the environment, checks
@@ -92,12 +93,9 @@ from .config import (
 )
 from .destination import Destination, parse_destination
 from .errors import is_ssh_chatter, ssh_exit_error, ssh_ready_error
+from .loader import BOOTSTRAP, stdin_prefix
 from .ready_marker import ReadyMarker
-from .script import (
-    BOOTSTRAP,
-    remote_script,
-    stdin_prefix,
-)
+from .script import remote_script
 from .settings import SshSettings
 from .start_slots import start_slot
 
