@@ -1,16 +1,26 @@
-"""What a source may say about a host, validated with pydantic (imported only by :meth:`Host.from_fields`)."""
+"""What a source may say about a host, validated with pydantic (imported only by :meth:`Host.from_fields`).
+
+The pydantic model is derived from the dataclass (:class:`hostinv.models.Host`, passed in, so
+this module needs nothing of :mod:`hostinv.models` and no import runs back to it): each field's
+type and default as declared there, narrowed by what its ``metadata`` says a source may give
+(``name``: names of at most that many characters; ``range``: the lowest and highest whole
+number; ``nonempty``: no empty text; ``ssh_options``: ssh_config keywords and one-line values).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import types
+import typing
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model
 
-from .models import DEFAULT_CAPACITY, MAX_NAME
+from .ssh_keywords import misspelt
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = ["validated"]
 
@@ -29,8 +39,6 @@ _STRUCTURE: Final = frozenset({"host", "match", "include"})
 
 
 def _options(options: dict[str, str]) -> dict[str, str]:
-    from .ssh_keywords import misspelt
-
     for keyword, value in options.items():
         if not _KEYWORD.match(keyword):
             raise ValueError(f"{keyword!r} is not an ssh_config keyword (letters and digits)")
@@ -44,30 +52,63 @@ def _options(options: dict[str, str]) -> dict[str, str]:
     return options
 
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME), AfterValidator(_name)]
-"""A host name, group or alias: printable, no blanks, not starting with ``-`` (it would read as
-an ssh option)."""
+def _within(hint: Any, checked: Any) -> Any:
+    """``hint`` with the values a rule applies to replaced by ``checked``: the value itself, an
+    optional's value, a tuple's items, a mapping's keys."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        return tuple[checked, ...]
+    if origin is dict:
+        return dict[checked, args[1]]  # type: ignore[valid-type]
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        return checked | None
+    return checked
 
 
-class _HostFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+def _checked(hint: Any, rules: Mapping[str, Any]) -> Any:
+    """The annotation validating a field of type ``hint`` under its ``rules`` (its metadata)."""
+    if "name" in rules:
+        name = Annotated[str, StringConstraints(min_length=1, max_length=rules["name"]), AfterValidator(_name)]
+        hint = _within(hint, name)
+    if "range" in rules:
+        low, high = rules["range"]
+        hint = _within(hint, Annotated[int, Field(ge=low, le=high)])
+    if rules.get("nonempty"):
+        hint = _within(hint, Annotated[str, StringConstraints(min_length=1)])
+    if rules.get("ssh_options"):
+        hint = Annotated[hint, AfterValidator(_options)]
+    return hint
 
-    name: Name
-    address: Name | None = None
-    port: Annotated[int, Field(ge=1, le=65535)] | None = None
-    user: Name | None = None
-    identity_file: Annotated[str, StringConstraints(min_length=1)] | None = None
-    groups: tuple[Name, ...] = ()
-    labels: dict[str, str] = Field(default_factory=dict)
-    capacity: Annotated[int, Field(ge=1, le=10_000)] = DEFAULT_CAPACITY
-    ssh_options: Annotated[dict[Name, str], AfterValidator(_options)] = Field(default_factory=dict)
-    sources: tuple[str, ...] = ()
+
+_MODELS: dict[tuple[type[Any], tuple[str, ...]], type[BaseModel]] = {}
 
 
-def validated(fields: Mapping[str, object]) -> dict[str, Any]:
-    """``fields`` validated, every field present, and ``fields_set``: the keys given.
+def _model(cls: type[Any], names: tuple[str, ...]) -> type[BaseModel]:
+    """The pydantic model of the dataclass ``cls``'s fields ``names`` (made once): their types and
+    defaults, checked as their metadata says; values stripped, no other field taken, frozen."""
+    made = _MODELS.get((cls, names))
+    if made is not None:
+        return made
+    hints = typing.get_type_hints(cls)
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    fields: dict[str, Any] = {}
+    for name in names:
+        field = declared[name]
+        if field.default_factory is not dataclasses.MISSING:
+            default: Any = Field(default_factory=field.default_factory)
+        else:
+            default = ... if field.default is dataclasses.MISSING else field.default
+        fields[name] = (_checked(hints[name], field.metadata), default)
+    config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+    made = _MODELS[(cls, names)] = create_model(f"{cls.__name__}Fields", __config__=config, **fields)
+    return made
+
+
+def validated(cls: type[Any], names: Sequence[str], fields: Mapping[str, object]) -> dict[str, Any]:
+    """``fields`` validated as the fields ``names`` of the dataclass ``cls``, every one present,
+    and ``fields_set``: the keys given.
 
     :raises pydantic.ValidationError: a value is refused (``loc`` names the field).
     """
-    model = _HostFields.model_validate(fields)
+    model = _model(cls, tuple(names)).model_validate(fields)
     return {**dict(model), "fields_set": frozenset(model.model_fields_set)}

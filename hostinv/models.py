@@ -5,6 +5,11 @@ They are plain dataclasses, not pydantic models, so that an inventory kept on di
 building of its validators cost a quarter of a second, more than the rest of a fleet command's
 start. Values from a file are validated by :meth:`Host.from_fields` (pydantic, loaded there).
 
+:class:`Host` is the one declaration of a host's fields: name, type, default, and (in each
+field's ``metadata``) what a source may give for it. The validator (:mod:`hostinv._host_fields`),
+our file's schema (:mod:`hostinv.inventory.own_file`), the JSON form and the kept form are all
+derived from it, so a field is added or changed here and nowhere else.
+
 A :class:`Host` remembers which of its fields a source set (:attr:`Host.fields_set`), so
 merging sources can tell "this file says capacity 1" from "this file says nothing about
 capacity": a field a higher-precedence source leaves unset is taken from the next source.
@@ -25,13 +30,24 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["DEFAULT_CAPACITY", "HOST_FIELDS", "MAX_NAME", "Host", "Inventory"]
+__all__ = ["DEFAULT_CAPACITY", "HOST_FIELDS", "MAX_NAME", "SETTINGS", "Host", "Inventory"]
 
 DEFAULT_CAPACITY: Final = 1
 """Agents a host runs at once unless its inventory says otherwise. One, because a coding agent
 with its builds and tests easily fills a build host; a larger host says so (``capacity: 4``)."""
 MAX_NAME: Final = 255
 """The longest host name, group, alias or user a source may give (longer than any DNS name)."""
+
+# What a source may give for a field, in the field's ``metadata``; :meth:`Host.from_fields`
+# checks it (:mod:`hostinv._host_fields`). A field with none takes any value of its type.
+_NAME: Final = {"name": MAX_NAME}
+"""Each text it holds (the value, each item, each key) is a name: printable, without blanks, not
+starting with ``-`` (it would read as an ssh option), 1 to ``MAX_NAME`` characters."""
+_PORT: Final = {"range": (1, 65535)}
+_CAPACITY: Final = {"range": (1, 10_000)}
+_PATH: Final = {"nonempty": True}
+_SSH_OPTIONS: Final = {**_NAME, "ssh_options": True}
+"""Names as keys, each an ssh_config keyword and no block or file of its own, each value one line."""
 
 
 @dataclass(frozen=True)
@@ -47,15 +63,15 @@ class Host:
     Built directly, nothing is checked; :meth:`from_fields` validates what a source read.
     """
 
-    name: str
-    address: str | None = None
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    groups: tuple[str, ...] = ()
+    name: str = field(metadata=_NAME)
+    address: str | None = field(default=None, metadata=_NAME)
+    port: int | None = field(default=None, metadata=_PORT)
+    user: str | None = field(default=None, metadata=_NAME)
+    identity_file: str | None = field(default=None, metadata=_PATH)
+    groups: tuple[str, ...] = field(default=(), metadata=_NAME)
     labels: dict[str, str] = field(default_factory=dict)
-    capacity: int = DEFAULT_CAPACITY
-    ssh_options: dict[str, str] = field(default_factory=dict)
+    capacity: int = field(default=DEFAULT_CAPACITY, metadata=_CAPACITY)
+    ssh_options: dict[str, str] = field(default_factory=dict, metadata=_SSH_OPTIONS)
     from_ssh_config: dict[str, str] = field(default_factory=dict)
     """What the ssh_config's ``Host`` blocks say of this alias (``address`` for HostName,
     ``port``, ``user``, the first ``identity_file``), as text, for display only: ssh reads them
@@ -79,9 +95,10 @@ class Host:
 
         :raises pydantic.ValidationError: a value is refused (``loc`` names the field).
         """
+        # Here, not above: pydantic loads with the validator, and only a source being read needs it.
         from ._host_fields import validated
 
-        return cls(**validated(fields))
+        return cls(**validated(cls, _GIVEN, fields))
 
     def replace(self, **changes: Any) -> Host:
         """A copy with ``changes`` (not validated), which count as set by its source."""
@@ -117,25 +134,29 @@ class Host:
         return shown.destination
 
     def to_json(self) -> dict[str, object]:
-        """Stable keys, every field present (``null`` when unset), for one JSON object per host."""
-        return {
-            "name": self.name,
-            "address": self.address,
-            "port": self.port,
-            "user": self.user,
-            "identity_file": self.identity_file,
-            "groups": list(self.groups),
-            "labels": dict(self.labels),
-            "capacity": self.capacity,
-            "ssh_options": dict(self.ssh_options),
-            "from_ssh_config": dict(self.from_ssh_config),
-            "destination": self.destination,
-            "sources": list(self.sources),
-        }
+        """Stable keys, every field present (``null`` when unset) and ``destination`` before
+        ``sources``, for one JSON object per host."""
+        shown: dict[str, object] = {k: _plain(getattr(self, k)) for k in HOST_FIELDS if k != "sources"}
+        return {**shown, "destination": self.destination, "sources": list(self.sources)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], fields_set: frozenset[str] = frozenset()) -> Host:
+        """The host :meth:`to_json` gave ``data`` for (not validated: it was when first read).
+
+        :raises TypeError: a key that is no field, or a field missing.
+        """
+        values: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in data.items() if k != "destination"}
+        return cls(**values, fields_set=fields_set)
 
 
 HOST_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Host) if f.name != "fields_set")
 """The fields a source may set, in declaration order."""
+SETTINGS: Final = tuple(k for k in HOST_FIELDS if k not in ("name", "from_ssh_config", "sources"))
+"""How a host is reached and used: the fields our inventory file sets for a host (not its name,
+nor what the ssh_config says of it, nor where it came from)."""
+_GIVEN: Final = ("name", *SETTINGS, "sources")
+"""The fields :meth:`Host.from_fields` takes: ``from_ssh_config`` is shown, never given."""
+_TUPLES: Final = frozenset(f.name for f in dataclasses.fields(Host) if isinstance(f.default, tuple))
 _DEFAULTS: Final[dict[str, object]] = {
     f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
     for f in dataclasses.fields(Host)

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["Reads", "entry_name", "lookup", "matches", "store"]
 
 _VERSION: Final = 2  # 2: Host.from_ssh_config
-_TUPLES: Final = ("groups", "sources")
 _CODE: Final = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(__file__))
 
 
@@ -86,9 +85,7 @@ def lookup(directory: str, name: str) -> Inventory | None:
 
 def _host(fields: dict[str, Any]) -> Host:
     given = frozenset(fields.pop("fields_set"))
-    del fields["destination"]  # computed from the others
-    values: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in fields.items()}
-    return Host(**values, fields_set=given)
+    return Host.from_json(fields, given)
 
 
 def store(directory: str, name: str, reads: Reads, inventory: Inventory) -> None:

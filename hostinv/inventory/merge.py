@@ -10,7 +10,8 @@ precedence order, first name them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from typing import TYPE_CHECKING, Any, Final
 
 from ..models import Host, Inventory
 
@@ -19,8 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["merge"]
 
-_UNION = ("groups", "sources")
-_BY_KEY = ("labels", "ssh_options", "from_ssh_config")
+# How a field merges follows from its type in Host: a tuple's items are joined, a mapping's keys merged.
+_UNION: Final = frozenset(f.name for f in dataclasses.fields(Host) if isinstance(f.default, tuple))
+_BY_KEY: Final = frozenset(f.name for f in dataclasses.fields(Host) if f.default_factory is dict)
 
 
 def merge(sources: Sequence[Inventory]) -> Inventory:

@@ -17,38 +17,48 @@ Shape (every key optional; ``hosts`` maps a name to its fields, or to nothing)::
     ansible: [hosts.ini]  # Ansible inventories merged into the view (relative to this file)
 
 A field a host sets replaces the default; ``labels`` and ``ssh_options`` are merged key by key
-and ``groups`` add to the default's. Unknown keys are refused (a typo such as ``prot`` would
-otherwise be silently ignored).
+and ``groups`` add to the default's (a mapping merges, a list joins). Unknown keys are refused (a
+typo such as ``prot`` would otherwise be silently ignored). The keys a host may have, and their
+shapes, are derived from :class:`~hostinv.models.Host` (:data:`~hostinv.models.SETTINGS`).
 """
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import InventoryInvalid
-from ..models import Host, Inventory
+from ..models import SETTINGS, Host, Inventory
 from .yaml_text import invalid_from_validation, line_of, load_yaml
 
 __all__ = ["OwnFile", "dump_inventory_yaml", "parse_inventory_yaml"]
 
 
-class _HostFields(BaseModel):
-    """What a file may say about a host: every field of :class:`Host` but its name and sources."""
+def _shape(hint: Any) -> tuple[Any, Any]:
+    """What the file may hold for a field of type ``hint``, and its default: a collection as
+    itself (a tuple as a list, as YAML writes it), empty; anything else optional, ``None``. Only
+    the shape is checked here, with the key path; :meth:`Host.from_fields` checks the values."""
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return list[typing.get_args(hint)[0]], Field(default_factory=list)  # type: ignore[misc]
+    if origin is dict:
+        return hint, Field(default_factory=dict)
+    return hint | None, None
 
-    model_config = ConfigDict(extra="forbid")
 
-    address: str | None = None
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    groups: list[str] = Field(default_factory=list)
-    labels: dict[str, str] = Field(default_factory=dict)
-    capacity: int | None = None
-    ssh_options: dict[str, str] = Field(default_factory=dict)
+# What a file may say about a host: the fields of :data:`~hostinv.models.SETTINGS`, derived from
+# :class:`Host` when the module loads. A type checker sees a model of no fields in particular.
+if TYPE_CHECKING:
+    _HostFields = BaseModel
+else:
+    _hints = typing.get_type_hints(Host)
+    _HostFields = create_model(
+        "_HostFields", __config__=ConfigDict(extra="forbid"), **{k: _shape(_hints[k]) for k in SETTINGS}
+    )
 
 
 class _File(BaseModel):
@@ -87,9 +97,11 @@ def parse_inventory_yaml(text: str, source: str) -> OwnFile:
     for name, fields in parsed.hosts.items():
         own = {} if fields is None else fields.model_dump(exclude_unset=True)
         merged = {**base, **own}
-        for key in ("labels", "ssh_options"):
-            merged[key] = {**base.get(key, {}), **own.get(key, {})}
-        merged["groups"] = list(dict.fromkeys([*base.get("groups", []), *own.get("groups", [])]))
+        for key, value in merged.items():  # a mapping merged key by key, a list joined
+            if isinstance(value, dict):
+                merged[key] = {**base.get(key, {}), **own.get(key, {})}
+            elif isinstance(value, list):
+                merged[key] = list(dict.fromkeys([*base.get(key, []), *own.get(key, [])]))
         fields_set = {k for k, v in merged.items() if v not in ({}, [])}
         try:
             host = Host.from_fields({"name": name, **{k: merged[k] for k in fields_set}, "sources": (source,)})
@@ -109,7 +121,7 @@ def dump_inventory_yaml(inventory: Inventory, *, header: str = "") -> str:
     written, nor ``from_ssh_config``: written here it would become an override of the ssh_config)."""
     hosts: dict[str, dict[str, object] | None] = {}
     for host in inventory.hosts:
-        fields = {k: v for k, v in host.set_values().items() if k not in ("name", "sources", "from_ssh_config")}
+        fields = {k: v for k, v in host.set_values().items() if k in SETTINGS}
         hosts[host.name] = {k: v for k, v in fields.items() if v not in ({}, [], None)} or None
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return comment + yaml.safe_dump({"hosts": hosts}, sort_keys=False, default_flow_style=False, allow_unicode=True)
