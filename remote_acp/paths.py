@@ -7,7 +7,9 @@ the state (``$REMOTE_ACP_STATE_DIR``, else platformdirs' user state directory) h
 history. What the caches hold steers what runs (an ``ssh -G`` answer names a ProxyCommand, a
 generated config is given to ``ssh -F``), so a root is used only while it is this user's own and
 writable by no one else, the directories above it too (:func:`hostinv.keep.untrusted`); else
-:func:`checked` refuses it with the reason and the fix.
+:func:`checked` refuses it with the reason and the fix. Each kind of thing kept has its directory
+under :func:`cache_base`, the checked cache root; an entry there is written and read back through
+:mod:`hostinv.keep`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ import os
 from pathlib import Path
 from typing import Final
 
+import platformdirs
+
+from hostinv.keep import untrusted
+
 from .errors import Cause, ErrorKind, RemoteAcpError
 
-__all__ = ["CACHE_DIR_VARIABLE", "STATE_DIR_VARIABLE", "cache_root", "checked", "state_root"]
+__all__ = ["CACHE_DIR_VARIABLE", "STATE_DIR_VARIABLE", "cache_base", "cache_root", "checked", "state_root"]
 
 CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"
 STATE_DIR_VARIABLE: Final = "REMOTE_ACP_STATE_DIR"
@@ -30,8 +36,6 @@ def cache_root() -> Path:
     override = os.environ.get(CACHE_DIR_VARIABLE)
     if override:
         return Path(override)
-    import platformdirs
-
     return platformdirs.user_cache_path("remote-acp")
 
 
@@ -40,8 +44,6 @@ def state_root() -> Path:
     override = os.environ.get(STATE_DIR_VARIABLE)
     if override:
         return Path(override)
-    import platformdirs
-
     return platformdirs.user_state_path("remote-acp")
 
 
@@ -51,8 +53,6 @@ def checked(directory: Path, *, variable: str = CACHE_DIR_VARIABLE) -> Path:
     :raises RemoteAcpError: ``agent_not_found`` with the cause ``config_invalid``, naming the
         directory, why, and ``variable`` (the setting that moves it).
     """
-    from hostinv.keep import untrusted
-
     why = untrusted(directory)
     if why is not None:
         raise RemoteAcpError(
@@ -62,3 +62,11 @@ def checked(directory: Path, *, variable: str = CACHE_DIR_VARIABLE) -> Path:
             cause=Cause.CONFIG_INVALID,
         )
     return directory
+
+
+def cache_base() -> Path:
+    """The cache root (:func:`cache_root`), once it is known only this user can have written it.
+
+    :raises RemoteAcpError: as :func:`checked` does.
+    """
+    return checked(cache_root())

@@ -14,8 +14,7 @@ import pytest
 
 from hostinv.keep import read_entry, untrusted
 from remote_acp.errors import Cause, ErrorKind, RemoteAcpError
-from remote_acp.paths import cache_root, checked
-from remote_acp.targets.ssh.config import cache_base
+from remote_acp.paths import cache_base, cache_root, checked
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -88,6 +88,6 @@ def load_merged(inventory_file: str | None, ssh_config: str | None, ansible: Seq
 
 def _kept_inventories() -> Path:
     """Where the merged views are kept: the cache directory's ``inventory``."""
-    from ..targets.ssh.config import cache_base
+    from ..paths import cache_base
 
     return cache_base() / "inventory"

@@ -32,7 +32,7 @@ _TUPLES = ("load", "unavailable", "invalid")
 
 def probe_cache_dir() -> Path:
     """``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``."""
-    from ..targets.ssh.config import cache_base
+    from ..paths import cache_base
 
     return cache_base() / "probes"
 

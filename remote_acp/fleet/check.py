@@ -121,7 +121,9 @@ def host_target(
     """
     import os
 
-    from ..targets.ssh.config import fallback_config_dir, login_home, write_fallback_config
+    from hostinv.sshopts import login_home
+
+    from ..targets.ssh.config import fallback_config_dir, write_fallback_config
     from ..targets.ssh.target import SshTarget  # here: a probe-only check starts no session
 
     config = settings.config_file
@@ -214,7 +216,7 @@ async def _check_host(
         found = preflight.result if preflight is not None else None
         kind: str | None = None
         if found is not None and not found.ready:  # the probe refused the go-ahead: nothing started
-            judged = Judgement(found.verdict, found.message, found.fix, found.cause)
+            judged = found.judgement
         else:
             judged = handshake_judgement(exc)
             kind = exc.kind.value

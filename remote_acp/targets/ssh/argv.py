@@ -23,21 +23,33 @@ command line, where they win over any ssh_config (OpenSSH keeps the first value 
 Some of these options are newer than the clients people run (``StdinNull``, ``SessionType`` and
 ``ForkAfterAuthentication`` came with OpenSSH 8.7, ``RemoteCommand`` with 7.6), and an OpenSSH
 refuses an option it does not know. :func:`local_ssh_options` asks the local ssh which of them it
-knows (``ssh -G`` parses options without connecting), once per binary: the answer is kept under
-the cache directory while the binary is the same file (path, size, time, inode). :func:`ssh_argv`
-leaves out the others: a client that does not know an option cannot have it set by a config file
-either.
+knows (``ssh -G`` parses options without connecting), once per binary: the answer is kept in the
+cache directory (:func:`remote_acp.paths.cache_base`, an entry of :mod:`hostinv.keep`, read back
+only from a directory this user alone can write) while the binary is the same file (path, size,
+time, inode). :func:`ssh_argv` leaves out the others: a client that does not know an option
+cannot have it set by a config file either.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import shlex
+import subprocess
+import threading
 from typing import TYPE_CHECKING, Final
+
+import anyio
+
+from hostinv.keep import read_entry, write_whole
+
+from ...errors import RemoteAcpError
+from ...paths import cache_base
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    import anyio
 
     from .destination import Destination
     from .settings import SshSettings
@@ -73,6 +85,8 @@ READY_LOGIN_MARGIN_MS: Final = 5_000
 """The least :func:`ready_bound_ms` allows past the connect timeout, for the key exchange,
 authentication and the login shell's start (its dotfiles) on a loaded machine."""
 _PROBE_TIMEOUT_S: Final = 5.0
+_KEPT_VERSION: Final = 2
+"""The version of a kept answer (1 was a bare list, in a file of its own format)."""
 
 _known_options: dict[str, frozenset[str]] = {}
 _asking: dict[tuple[str, int], tuple[anyio.Event, list[frozenset[str]]]] = {}
@@ -158,10 +172,6 @@ async def local_ssh_options(ssh: str, environ: Mapping[str, str]) -> frozenset[s
     does not finish in time gives the empty set (only options every client knows go out) to
     everyone who waited for it, and is not remembered, so the next session asks again.
     """
-    import threading
-
-    import anyio
-
     key = (ssh, threading.get_ident())  # one event loop per thread: never wait on another loop's event
     while True:
         known = _known_options.get(ssh)
@@ -186,7 +196,7 @@ async def local_ssh_options(ssh: str, environ: Mapping[str, str]) -> frozenset[s
 
 
 async def _ask(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
-    kept = _kept_path(ssh)
+    kept = _kept_entry(ssh)
     known = _read_kept(kept)
     if known is not None:
         _known_options[ssh] = known
@@ -205,61 +215,42 @@ async def _ask(ssh: str, environ: Mapping[str, str]) -> frozenset[str]:
     return known
 
 
-def _kept_path(ssh: str) -> str | None:
-    """Where the answer for the binary ``ssh`` is kept (named by what identifies the file)."""
-    import hashlib
-    import json
-    import os
-
-    from ...errors import RemoteAcpError
-    from .config import cache_base
-
+def _kept_entry(ssh: str) -> tuple[str, str] | None:
+    """Where the answer for the binary ``ssh`` is kept: the directory and the entry's name, made
+    of what identifies the file. ``None`` when there is no such file or no trusted cache."""
     try:
         stat = os.stat(ssh)
-        base = cache_base()
+        directory = str(cache_base() / "ssh-options")
     except (OSError, RemoteAcpError):  # a cache that cannot be trusted only costs the reuse
         return None
-    identity = json.dumps([1, ssh, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev, PROBED_OVERRIDES])
-    return str(base / "ssh-options" / (hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:40]))
+    identity = json.dumps([ssh, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev, PROBED_OVERRIDES])
+    return directory, hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
 
-def _read_kept(path: str | None) -> frozenset[str] | None:
-    """The kept answer, if it reads as one (anything else is a miss)."""
-    import json
-
-    if path is None:
-        return None
-    try:
-        with open(path, encoding="utf-8") as file:
-            names = json.load(file)
-    except (OSError, ValueError):
-        return None
+def _read_kept(entry: tuple[str, str] | None) -> frozenset[str] | None:
+    """The kept answer, if it reads as one (anything else is a miss, as is an entry in a directory
+    another user could have written: :func:`hostinv.keep.read_entry`)."""
+    kept = None if entry is None else read_entry(*entry, _KEPT_VERSION)
+    names = None if kept is None else kept.get("options")
     known = {name for name, _ in PROBED_OVERRIDES}
     if not isinstance(names, list) or not all(isinstance(n, str) and n in known for n in names):
         return None
     return frozenset(names)
 
 
-def _keep(path: str | None, known: frozenset[str]) -> None:
-    """Keep ``known`` at ``path`` whole or not at all; a directory that cannot be written only costs the reuse."""
-    import contextlib
-    import json
-    import os
-
-    from hostinv.keep import write_whole
-
-    if path is None:
+def _keep(entry: tuple[str, str] | None, known: frozenset[str]) -> None:
+    """Keep ``known`` as the entry, whole or not at all; a directory that cannot be written only
+    costs the reuse."""
+    if entry is None:
         return
+    directory, name = entry
+    data = json.dumps({"version": _KEPT_VERSION, "files": {}, "options": sorted(known)}).encode()
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        write_whole(path, json.dumps(sorted(known)).encode(), prefix=".ssh-options-")
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        write_whole(os.path.join(directory, name + ".json"), data, prefix=".ssh-options-")
 
 
 async def _knows(ssh: str, options: tuple[tuple[str, str], ...], environ: Mapping[str, str]) -> bool:
-    import subprocess
-
-    import anyio
-
     # -F /dev/null: no config file is read, so nothing in one (a Match exec) runs, and an error in
     # one cannot pass for an unknown option.
     argv = [ssh, "-F", "/dev/null", "-G", "-T"]

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import time
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
+from hostinv import resolve_cache
+from hostinv.keep import write_whole
 from hostinv.ssh_keywords import config_word
 
 from ...errors import ErrorKind, RemoteAcpError
+from ...paths import CACHE_DIR_VARIABLE, cache_base
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -20,21 +27,16 @@ if TYPE_CHECKING:
     from .destination import Destination
 
 __all__ = [
-    "CACHE_DIR_VARIABLE",
-    "cache_base",
-    "config_word",
     "effective_host_key_policy",
     "fallback_config_dir",
     "fallback_config_text",
     "host_block_text",
     "included_files",
-    "login_home",
     "ssh_g_cache_dir",
     "write_fallback_config",
 ]
 
 SYSTEM_SSH_CONFIG: Final = "/etc/ssh/ssh_config"
-CACHE_DIR_VARIABLE: Final = "REMOTE_ACP_CACHE_DIR"  # the same as remote_acp.paths'
 # How `ssh -G` spells StrictHostKeyChecking values, read back as the policy names we use.
 _SSH_G_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
 
@@ -89,13 +91,6 @@ def host_block_text(address: str, options: Sequence[tuple[str, str]], included: 
     return "\n".join(lines) + "\n"
 
 
-def login_home() -> str:
-    """The account's home, as ssh expands ``~`` (:func:`hostinv.sshopts.login_home`)."""
-    from hostinv.sshopts import login_home as home
-
-    return home()
-
-
 def fallback_config_dir() -> Path:
     """Where generated ssh_configs are kept: ``$REMOTE_ACP_CACHE_DIR/ssh``, else the platformdirs
     user cache directory's ``ssh``."""
@@ -108,17 +103,6 @@ def ssh_g_cache_dir() -> Path:
     return cache_base() / "ssh-g"
 
 
-def cache_base() -> Path:
-    """``$REMOTE_ACP_CACHE_DIR``, else the platformdirs user cache directory of remote-acp, once
-    it is known only this user can have written it (:func:`remote_acp.paths.checked`).
-
-    :raises RemoteAcpError: ``config_invalid``, a cache another user could write.
-    """
-    from ...paths import cache_root, checked
-
-    return checked(cache_root())
-
-
 def write_fallback_config(text: str, directory: Path) -> Path:
     """The file holding ``text`` in ``directory``, named by its content and written once, atomically.
 
@@ -127,8 +111,6 @@ def write_fallback_config(text: str, directory: Path) -> Path:
 
     :raises RemoteAcpError: ``agent_not_found`` when the directory cannot be used.
     """
-    from hostinv.keep import write_whole
-
     data = os.fsencode(text)
     path = directory / f"config-{hashlib.sha256(data).hexdigest()[:32]}"
     try:
@@ -173,13 +155,6 @@ async def effective_host_key_policy(
     ``cache``: a directory where the answer is kept while what ssh read is unchanged
     (:mod:`hostinv.resolve_cache`, shared with the probes).
     """
-    import subprocess
-    import time
-
-    import anyio
-
-    from hostinv import resolve_cache
-
     argv = [ssh, *(["-F", config] if config is not None else []), "-G"]
     if destination.port is not None:
         argv += ["-p", str(destination.port)]

@@ -77,6 +77,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
+from hostinv.sshopts import login_home
+
 from ...errors import ErrorKind, RemoteAcpError
 from ...logs import get_logger
 from ...masking import assigned_secrets, secret_values
@@ -87,7 +89,6 @@ from .config import (
     effective_host_key_policy,
     fallback_config_dir,
     fallback_config_text,
-    login_home,
     ssh_g_cache_dir,
     write_fallback_config,
 )
