@@ -112,6 +112,7 @@ PROCESS = frozenset(
         "tests/test_probe_bounds.py::test_the_fallback_config_tells_ssh_s_default_from_ask",
         "tests/test_public_api.py::test_importing_the_package_loads_nothing_heavy",
         "tests/test_public_api.py::test_public_names_are_typed_and_a_misspelt_one_fails_type_checking",
+        "tests/test_scripted_agent.py::test_cancel_during_sleep",
         "tests/test_scripted_agent.py::test_crash_at_initialize",
         "tests/test_scripted_agent.py::test_scripted_error_data_auth_methods_and_a_slow_method",
         "tests/test_ssh_argv.py::test_a_damaged_kept_answer_is_asked_again",

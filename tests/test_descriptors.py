@@ -22,8 +22,9 @@ def limited(soft: int) -> None:
 
 
 OPEN_UNTIL_FULL = """
-import anyio, sys
-from remote_acp import SessionOptions, open_session, raise_open_file_limit
+import contextlib, sys
+import anyio
+from remote_acp import RemoteAcpError, SessionOptions, open_session, raise_open_file_limit
 
 async def main() -> None:
     if sys.argv[2] == "raise":
@@ -31,25 +32,20 @@ async def main() -> None:
     opts = SessionOptions(command=sys.argv[3:], read_timeout_ms=10_000)
     opened = 0
     try:
-        async with anyio.create_task_group() as tg:
-            stop = anyio.Event()
-            async def hold() -> None:
-                nonlocal opened
-                async with open_session(sys.argv[1], opts):
+        with anyio.fail_after(90):
+            # All held open at once; each one is open before the next starts.
+            async with contextlib.AsyncExitStack() as sessions:
+                for _ in range(12):
+                    await sessions.enter_async_context(open_session(sys.argv[1], opts))
                     opened += 1
-                    await stop.wait()
-            for _ in range(12):
-                await hold_one(tg, hold)
-            stop.set()
     except BaseException as exc:
         while isinstance(exc, BaseExceptionGroup):
             exc = exc.exceptions[0]
-        print("error", exc.kind.value, exc.retryable, exc, flush=True)
+        if isinstance(exc, RemoteAcpError):
+            print("error", exc.kind.value, exc.retryable, exc, flush=True)
+        else:
+            print("unexpected", repr(exc), flush=True)
     print("opened", opened, flush=True)
-
-async def hold_one(tg, hold) -> None:
-    tg.start_soon(hold)
-    await anyio.sleep(0.4)
 
 anyio.run(main)
 """
@@ -64,12 +60,16 @@ def run_controller(workspace: str, mode: str, soft: int) -> str:
         cwd=ROOT,
         preexec_fn=lambda: limited(soft),
     )
+    assert done.returncode == 0, done.stderr
+    assert "opened " in done.stdout, (done.stdout, done.stderr)
     return done.stdout
 
 
 def test_running_out_of_descriptors_is_a_typed_error_that_names_the_fix(workspace: str) -> None:
     out = run_controller(workspace, "keep", 48)
-    error = next(line for line in out.splitlines() if line.startswith("error "))
+    errors = [line for line in out.splitlines() if line.startswith("error ")]
+    assert errors, out
+    error = errors[0]
     assert error.startswith("error port_exit False this process ran out of file descriptors starting the agent")
     assert "open-file limit 48" in error and "ulimit -n" in error and "raise_open_file_limit()" in error
 

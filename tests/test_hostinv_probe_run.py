@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hostinv.probes import PROBE_COMMAND, ProbeReport, Verdict, judge_report, parse_report, probe_script
+from tests.support.processes import wait_for_file
 
 pytestmark = pytest.mark.process  # every test but two runs a shell, as sshd's login would
 
@@ -423,7 +424,8 @@ def test_a_df_that_hangs_leaves_what_was_read_before_it(tmp_path: Path) -> None:
     from hostinv.probes import ReportCutShortError
 
     tools = _tool_dir(tmp_path, ["sleep"])
-    _script(tools / "df", "exec sleep 60\n")
+    df_ran = tmp_path / "df-ran"
+    _script(tools / "df", f": >{df_ran}\nexec sleep 60\n")  # a df that hangs
     probe = subprocess.Popen(
         PROBE_COMMAND.split(),
         stdin=subprocess.PIPE,
@@ -435,14 +437,13 @@ def test_a_df_that_hangs_leaves_what_was_read_before_it(tmp_path: Path) -> None:
     probe.stdin.write(probe_script("agent", str(tmp_path)).encode())
     probe.stdin.close()
     out = b""
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while b"workspace_writable=" not in out and time.monotonic() < deadline:
-        if select.select([probe.stdout], [], [], 1)[0]:
-            out += os.read(probe.stdout.fileno(), 4096)
-    time.sleep(0.3)  # nothing more comes: df holds the probe
-    if select.select([probe.stdout], [], [], 0)[0]:
-        out += os.read(probe.stdout.fileno(), 4096)
-    os.killpg(probe.pid, signal.SIGKILL)
+    try:
+        # Once df runs, everything the probe wrote before it is in the pipe, and nothing more comes.
+        wait_for_file(df_ran, within=RUN_TIMEOUT_S)
+        while select.select([probe.stdout], [], [], 0)[0] and (piece := os.read(probe.stdout.fileno(), 4096)):
+            out += piece
+    finally:
+        os.killpg(probe.pid, signal.SIGKILL)
     probe.wait()
     probe.stdout.close()
     with pytest.raises(ReportCutShortError) as info:

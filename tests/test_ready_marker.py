@@ -19,6 +19,7 @@ import pytest
 from remote_acp import ErrorKind, Event, LaunchSpec, LocalTarget, RemoteAcpError, open_session
 from remote_acp.targets.ssh.ready_marker import GATED_OUTPUT_KEPT, ReadyMarker
 from tests.support.agents import fast_options
+from tests.support.processes import gone_within
 
 if TYPE_CHECKING:
     import contextlib
@@ -110,12 +111,16 @@ async def test_a_login_script_that_reads_stdin_fails_fast_and_says_why(workspace
 
 
 async def test_nothing_starts_for_a_session_given_up_during_a_hanging_login(workspace: str, tmp_path: Path) -> None:
-    target = ScriptTarget(script("sleep 2", tmp_path), ready_timeout_ms=500)
+    # The login hangs (the sleep), then would start the agent: only its end can stop that.
+    pid_file = tmp_path / "login"
+    target = ScriptTarget(f"echo $$ > {pid_file}; " + script("sleep 2", tmp_path), ready_timeout_ms=500)
     with pytest.raises(RemoteAcpError) as info:
         async with open_session(workspace, fast_options("true"), target):
             pass
     assert info.value.kind is ErrorKind.RESPONSE_TIMEOUT
-    await anyio.sleep(2.5)  # past the hang: had it survived, the script would start the agent now
+    pid = pid_file.read_text().strip() if pid_file.exists() else ""
+    if pid:  # else it was ended before it got that far (and the orphan check sees any survivor)
+        assert await gone_within([int(pid)], 10), "the hanging login outlived the session given up on it"
     assert not (tmp_path / "started").exists()
 
 
@@ -129,7 +134,7 @@ async def test_a_side_that_ends_before_the_marker_is_reported_with_its_exit(work
 
 
 async def test_a_marker_split_across_reads_is_found(workspace: str, tmp_path: Path) -> None:
-    split = (
+    split = (  # the pause is what splits the marker across two reads
         f"read -r prefix; printf 'noise '; printf 'remote-acp-re'; sleep 0.2; printf 'ady-5f0c\\n'; read -r go; {AGENT}"
     )
     async with open_session(workspace, fast_options("true"), ScriptTarget(split)) as s:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.support.processes import wait_for
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -176,16 +178,26 @@ def test_bulk_chunks(agent: AgentProcess) -> None:
     assert response["result"] == {"stopReason": "end_turn"}
 
 
-def test_cancel_during_sleep(agent: AgentProcess) -> None:
-    sid = agent.open_session()
-    agent.prompt(4, sid, "@sleep=30 never said")
-    time.sleep(0.1)
-    started = time.monotonic()
-    agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
-    updates, response = agent.until_response(4)
-    assert time.monotonic() - started < 2
-    assert updates == []
-    assert response["result"] == {"stopReason": "cancelled"}
+def test_cancel_during_sleep(tmp_path: Path) -> None:
+    record = tmp_path / "received.jsonl"
+    agent = AgentProcess("--record", str(record))
+    try:
+        sid = agent.open_session()
+        agent.prompt(4, sid, "@sleep=30 never said")  # the sleep is the turn being cancelled
+
+        def prompt_received() -> bool:
+            lines = record.read_text().splitlines() if record.exists() else []
+            return any(json.loads(line).get("id") == 4 for line in lines)
+
+        wait_for(prompt_received, "the agent to receive the prompt")  # its turn is asleep from then on
+        started = time.monotonic()
+        agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
+        updates, response = agent.until_response(4)
+        assert time.monotonic() - started < 2
+        assert updates == []
+        assert response["result"] == {"stopReason": "cancelled"}
+    finally:
+        agent.close()
 
 
 def test_stdin_eof_exits_mid_turn(agent: AgentProcess) -> None:

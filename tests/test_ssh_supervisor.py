@@ -18,9 +18,8 @@ import pytest
 
 from remote_acp.targets.ssh.script import remote_script
 from tests.support.orphans import MARKER_NAME, alive, find_marked, kill_marked
-from tests.support.ssh_build import (
-    RUN_TIMEOUT_S,
-)
+from tests.support.processes import all_gone, read_line, wait_for, wait_for_file
+from tests.support.ssh_build import RUN_TIMEOUT_S
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -69,13 +68,6 @@ class Supervised:
     """From the connection loss (or the start) until every long-lived process was gone."""
 
 
-def _wait_for(path: Path, deadline: float) -> None:
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.02)
-
-
 def _children(pid: int) -> list[int]:
     """The live (not zombie) children of ``pid``."""
     found = []
@@ -107,9 +99,10 @@ def _supervise(
     d = root / name
     d.mkdir()
     log = d / "kills"
-    script = remote_script(
-        str(d), agent or ["sh", "-c", AGENT_SH, "agent", str(d)], kill_grace_s=2, token=f"tok{name.replace('_', '')}"
-    )
+    # A token of its own: a supervisor's cleanup kills whatever carries its token, and the same
+    # scenario may run at once in another test process.
+    token = f"tok{name.replace('_', '')}{uuid.uuid4().hex}"
+    script = remote_script(str(d), agent or ["sh", "-c", AGENT_SH, "agent", str(d)], kill_grace_s=2, token=token)
     if not proc:
         assert script.count(PROC_DETECTION) == 1
         script = script.replace(PROC_DETECTION, "_ra_proc=")
@@ -124,29 +117,24 @@ def _supervise(
     assert standin.stdout is not None
     code: int | None = None
     try:
-        script_shell = int(standin.stdout.readline())
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        _wait_for(d / "ready", deadline)
+        script_shell = int(read_line(standin.stdout, within=RUN_TIMEOUT_S, what="the script's pid"))
+        wait_for_file(d / "ready", within=RUN_TIMEOUT_S)
         if lose_connection:
             # The connection goes once the watchdog runs beside the agent: the shell's second child.
-            while len(_children(script_shell)) < 2:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the supervisor's watchdog never started")
-                time.sleep(0.02)
+            wait_for(
+                lambda: len(_children(script_shell)) >= 2, "the supervisor's watchdog to start", within=RUN_TIMEOUT_S
+            )
             standin.kill()
             standin.wait()
         started = time.monotonic()
         if not lose_connection:
-            code = int(standin.stdout.readline())
+            code = int(read_line(standin.stdout, within=RUN_TIMEOUT_S, what="the script's exit status"))
             standin.wait()
-        while alive(script_shell) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        all_gone([script_shell], within=RUN_TIMEOUT_S)
         pids = {
             p.name: [int(w) for w in p.read_text().split()] for p in d.iterdir() if p.name in (*LONG_LIVED, "short")
         }
-        watched = [pid for what in LONG_LIVED for pid in pids.get(what, [])]
-        while any(alive(pid) for pid in watched) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        all_gone([pid for what in LONG_LIVED for pid in pids.get(what, [])], within=RUN_TIMEOUT_S)
         seconds = time.monotonic() - started
         survivors = [f"{what} {pid}" for what in LONG_LIVED for pid in pids.get(what, []) if alive(pid)]
     finally:
@@ -219,7 +207,9 @@ def test_lost_connection_kills_the_tree_with_signals_computed_when_sent(
     assert ran.seconds < 8  # a second of polling, the 2 s grace, slack for a busy machine
     (agent,), (setsid,), (envless,), (late,) = (ran.pids[what] for what in LONG_LIVED)
     assert len(ran.pids["short"]) == 6
-    term, kill = [k for k in ran.kills if k[0] == "W"]
+    watchdog = [k for k in ran.kills if k[0] == "W"]
+    assert len(watchdog) == 2, ran
+    term, kill = watchdog
     assert (term[1], kill[1]) == ("-TERM", "-KILL")
     # The agent last: its death ends the watchdog, so everything else has its signal by then.
     assert term[2][-1] == kill[2][-1] == agent
@@ -280,15 +270,12 @@ def test_the_watchdog_leaves_no_sleep_behind_when_the_agent_ends(tmp_path: Path)
     # The watchdog naps in `sleep 1`; stopped when the agent ends, it must take its nap with it
     # (otherwise a `sleep` outlives the session by up to a second, an orphan on the host).
     mark = f"ra-watch-{uuid.uuid4().hex}"
-    script = remote_script(str(tmp_path), ["sh", "-c", "sleep 0.3"], token="tokwatch")
+    script = remote_script(str(tmp_path), ["sh", "-c", "sleep 0.3"], token=f"tokwatch{uuid.uuid4().hex}")
     env = {**os.environ, MARKER_NAME: mark}
     done = subprocess.run(["sh", "-c", script], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     assert done.returncode == 0, done.stderr
     # The kill is sent before the script exits; the signal lands a moment later.
-    deadline = time.monotonic() + 5
-    while find_marked(mark) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not find_marked(mark), "a process of the supervisor outlived its script"
+    wait_for(lambda: not find_marked(mark), "the supervisor's processes to end with its script", within=5)
 
 
 def _starttime(stat: bytes) -> int:
