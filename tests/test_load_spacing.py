@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from remote_acp.cli.history import SessionHistory, SessionRecord
 from remote_acp.session.continuation import OriginLedger
 from tests.support.agents import fast_options, scripted
 from tests.support.cli import AGENT, CLI, cli, json_lines
+from tests.support.processes import read_line
 
 
 class FakeClock:
@@ -122,9 +122,11 @@ def test_a_resume_in_the_creation_minute_says_it_waits_and_ctrl_c_ends_the_wait(
     first = cli("run", "--json", "--agent", agent, "--workspace", workspace, "remember this")
     assert first.returncode == 0, first.stderr
     saved = str(json_lines(first.stdout)[-1]["session_id"])
-    if datetime.now(UTC).second >= 50:  # leave the hold long enough to be seen before it ends
-        time.sleep(61 - datetime.now(UTC).second)
-    rewrite_created(saved, datetime.now(UTC))
+    # Created half a minute ahead of this clock (a host whose clock runs ahead): the hold lasts
+    # 30 to 60 s whatever second of the minute this runs in, far longer than the run takes to say
+    # so and be interrupted, and never ends before. (A creation time of now would leave as little
+    # as nothing to wait out in the minute's last seconds.)
+    rewrite_created(saved, datetime.now(UTC) + timedelta(seconds=30))
 
     proc = subprocess.Popen(
         [*CLI, "run", "--agent", f"{agent} --record {rec}", "--workspace", workspace, "--resume", saved, "go on"],
@@ -133,11 +135,16 @@ def test_a_resume_in_the_creation_minute_says_it_waits_and_ctrl_c_ends_the_wait(
         text=True,
     )
     assert proc.stderr is not None
-    note = proc.stderr.readline()  # the first thing the run says
+    try:
+        note = read_line(proc.stderr, within=30, what="the run's first words").decode()
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
     assert note.startswith("remote-acp: waiting ") and f"before loading session {saved}:" in note, note
     assert "created in this UTC minute" in note
     seconds = float(note.split()[2])
-    assert 0 < seconds <= 60
+    assert 0 < seconds <= 60, note
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
