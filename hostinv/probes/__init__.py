@@ -1,11 +1,14 @@
 """Probes: what one round trip to a host reads, as a command and a pure parser, and the verdicts.
 
 :mod:`.command` builds the script (data travel inside it, never as code), :mod:`.parse` reads its
-report without I/O, and :mod:`.verdicts` turns a report into one verdict a person can act on.
-The runner (:mod:`.runner`, asyncssh imported on first use) sends :func:`probe_script` to :data:`PROBE_COMMAND`'s
-stdin over one channel and hands its stdout to :func:`parse_report`. The script is plain POSIX sh
+report without I/O, :mod:`.verdicts` turns a report into one verdict a person can act on, and
+:mod:`.result` is the one way from what the script printed to a host's :class:`HostProbe`.
+The runner (:mod:`.runner`, asyncssh imported on first use) sends :func:`probe_script` to
+:data:`PROBE_COMMAND`'s stdin over one channel and hands its stdout to
+:meth:`HostProbe.from_output`. The script is plain POSIX sh
 with its data inside, so another login can run it too (``remote_acp``'s host check runs it in a
-session's own login, ahead of the agent) and read its report with the same parser and verdicts.
+session's own login, ahead of the agent) and read what it printed with the same
+:meth:`HostProbe.from_output`.
 """
 
 from .command import PROBE_COMMAND, REPORT_END, REPORT_HEADER, probe_script
@@ -18,12 +21,14 @@ from .parse import (
     UnsupportedReportError,
     parse_report,
 )
-from .runner import HostProbe, ProbeSettings, judge_connect_error, probe_host, probe_hosts
+from .result import HostProbe
+from .runner import PER_ADDRESS, ProbeSettings, judge_connect_error, probe_host, probe_hosts
 from .verdicts import CONNECTION_VERDICTS, MEANING, SEED_READINESS, Judgement, Verdict, judge_probe_error, judge_report
 
 __all__ = [
     "CONNECTION_VERDICTS",
     "MEANING",
+    "PER_ADDRESS",
     "PROBE_COMMAND",
     "REPORT_END",
     "REPORT_HEADER",

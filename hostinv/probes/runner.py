@@ -25,7 +25,9 @@ checked against refuses every key. A host whose key ssh also verifies through ``
 or DNS (``VerifyHostKeyDNS``), which the probe does not consult, gets no key written and none
 trusted but those the known_hosts files hold (``host_key_unknown``).
 
-Nothing here raises for a host's problem: every failure is a :class:`HostProbe` with a verdict.
+Nothing here raises for a host's problem: every failure is a :class:`~hostinv.probes.HostProbe`
+with a verdict, and a report that came back is judged by :meth:`~hostinv.probes.HostProbe.from_output`,
+as a probe run in a session's login is.
 asyncssh is imported on the first probe, never when :mod:`hostinv` is imported.
 
 Event loops: asyncssh runs on asyncio only. Called from asyncio, the probes run on the caller's
@@ -50,7 +52,7 @@ import tempfile
 import threading
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import resolve_cache
@@ -62,8 +64,8 @@ from .command import PROBE_COMMAND, probe_script
 from .connect import asyncssh_module, connect, judge_connect_error, key_check, mask
 from .host_keys import HostKeyCheck
 from .loops import on_asyncio, on_own_loop
-from .parse import ProbeReport, ProbeReportError, parse_report
-from .verdicts import Judgement, Verdict, judge_probe_error, judge_report
+from .result import HostProbe
+from .verdicts import Judgement, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -73,7 +75,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PER_ADDRESS",
     "HostKeyCheck",
-    "HostProbe",
     "ProbeSettings",
     "judge_connect_error",
     "probe_host",
@@ -112,25 +113,6 @@ class ProbeSettings:
     login_lookup: bool = True
     slot_prefix: str = ""
     resolve_cache: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HostProbe:
-    """One host's outcome. ``report`` is the probe's report when one came back whole;
-    ``latency_s`` runs from the start of the connection to the end of the probe."""
-
-    host: Host
-    verdict: Verdict
-    message: str
-    fix: str | None
-    report: ProbeReport | None
-    latency_s: float
-    cause: Cause | None = None
-    """Why it is not ready (:mod:`hostinv.causes`); ``None`` when ready."""
-
-    @property
-    def ready(self) -> bool:
-        return self.verdict is Verdict.READY
 
 
 async def _resolve(
@@ -250,10 +232,8 @@ class _ResolveError(Exception):
     pass
 
 
-def _finish(host: Host, judgement: Judgement, report: ProbeReport | None, started: float) -> HostProbe:
-    return HostProbe(
-        host, judgement.verdict, judgement.message, judgement.fix, report, time.monotonic() - started, judgement.why
-    )
+def _finish(host: Host, judgement: Judgement, started: float) -> HostProbe:
+    return HostProbe.from_judgement(host, judgement, latency_s=time.monotonic() - started)
 
 
 async def probe_host(host: Host, agent: str, workspace: str, settings: ProbeSettings = ProbeSettings()) -> HostProbe:
@@ -320,7 +300,6 @@ async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSet
                     fix_for(Cause.SSH_CONFIG_INVALID),
                     Cause.SSH_CONFIG_INVALID,
                 ),
-                None,
                 started,
             )
         except (OSError, asyncssh_module().Error) as exc:  # TimeoutError is an OSError
@@ -335,7 +314,7 @@ async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSet
                 via=via,
                 proxy_command=target.proxy_command if target else None,
             )
-            return _finish(host, judgement, None, started)
+            return _finish(host, judgement, started)
         try:
             read = await read_report(
                 conn, PROBE_COMMAND, script.encode("utf-8", "surrogateescape"), settings.command_timeout_s
@@ -349,11 +328,9 @@ async def _probe_host(host: Host, agent: str, workspace: str, settings: ProbeSet
                     fix_for(Cause.PROBE_INCOMPLETE),
                     Cause.PROBE_INCOMPLETE,
                 ),
-                None,
                 started,
             )
-    judgement, report = _judge_read(read, host, agent, workspace, settings)
-    return _finish(host, judgement, report, started)
+    return _judge_read(read, host, agent, workspace, settings, started)
 
 
 def _check(resolved: ResolvedSsh, settings: ProbeSettings) -> HostKeyCheck:
@@ -361,29 +338,32 @@ def _check(resolved: ResolvedSsh, settings: ProbeSettings) -> HostKeyCheck:
 
 
 def _judge_read(
-    read: ChannelRead, host: Host, agent: str, workspace: str, settings: ProbeSettings
-) -> tuple[Judgement, ProbeReport | None]:
+    read: ChannelRead, host: Host, agent: str, workspace: str, settings: ProbeSettings, started: float
+) -> HostProbe:
     if read.ending == "overflow":
-        return Judgement(
+        judgement = Judgement(
             Verdict.PROBE_FAILED,
             f"the probe's report ran past {REPORT_KEPT // 1024} KiB without its end line (something on the host "
             f"writes into it); stopped reading: {mask(read.text[-200:])}",
             fix_for(Cause.PROBE_INCOMPLETE),
             Cause.PROBE_INCOMPLETE,
-        ), None
-    try:
-        report = parse_report(read.text)
-    except ProbeReportError as exc:
-        judgement = judge_probe_error(exc, mask(read.stderr_tail))
-        lead = ""
-        if read.ending == "timeout":
-            lead = f"the probe did not finish within {settings.command_timeout_s:g} s"
-            if read.before > REPORT_KEPT:
-                lead += f" (the login printed {_size(read.before)} before it)"
-            lead += "; "
-        return Judgement(judgement.verdict, lead + judgement.message, judgement.fix, judgement.cause), None
-    capacity = host.capacity if settings.slot_prefix else None
-    return judge_report(report, agent, workspace, capacity=capacity), report
+        )
+        return _finish(host, judgement, started)
+    probe = HostProbe.from_output(
+        host,
+        read.text,
+        agent,
+        workspace,
+        slots_counted=bool(settings.slot_prefix),
+        latency_s=time.monotonic() - started,
+        stderr_tail=mask(read.stderr_tail),
+    )
+    if probe.report is None and read.ending == "timeout":
+        lead = f"the probe did not finish within {settings.command_timeout_s:g} s"
+        if read.before > REPORT_KEPT:
+            lead += f" (the login printed {_size(read.before)} before it)"
+        probe = replace(probe, message=f"{lead}; {probe.message}")
+    return probe
 
 
 def _size(count: int) -> str:

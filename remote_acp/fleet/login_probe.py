@@ -6,7 +6,7 @@ for the probe, then OpenSSH for the session) costs a host two key exchanges, two
 authentications and two sshd processes, which on a fleet is most of the check. So the probe's
 script runs as the session's :class:`~remote_acp.targets.ssh.target.Preflight`: the session script runs
 it before it enters the workspace, its report reaches the client ahead of the ready marker, and
-:meth:`LoginProbe.admit` reads it with ``hostinv``'s own parser and verdicts. A host the probe
+:meth:`LoginProbe.admit` reads it with ``hostinv``'s own :meth:`~hostinv.probes.HostProbe.from_output`. A host the probe
 finds not ready starts no agent (the go-ahead is refused); a ready one goes on to
 ``initialize`` and ``session/new`` in the same login.
 
@@ -23,13 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from hostinv.probes import Verdict
+from hostinv.probes import HostProbe, Verdict, probe_script
 
 from ..errors import ErrorFacts, ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
     from hostinv import Host
-    from hostinv.probes import HostProbe
 
 __all__ = ["LoginProbe", "PROBE_MARGIN_S"]
 
@@ -47,7 +46,7 @@ _REFUSAL_KIND: Final = {
 class LoginProbe:
     """The probe of ``host`` for ``agent`` in ``workspace``, as a session's preflight.
 
-    After the session's start, :attr:`result` holds the probe's outcome when its report came
+    After the session's start, :attr:`result` holds the probe's result when its report came
     back (``None``: the login never got that far, or the probe never finished).
     """
 
@@ -69,36 +68,27 @@ class LoginProbe:
         self.bound_ms = (self.version_timeout_s + self.login_timeout_s + PROBE_MARGIN_S) * 1000
 
     def admit(self, printed: bytes) -> RemoteAcpError | None:
-        from hostinv.probes import HostProbe, ProbeReportError, judge_probe_error, judge_report, parse_report
-
-        report = None
-        try:
-            report = parse_report(printed.decode("utf-8", "replace"))
-        except ProbeReportError as exc:
-            judgement = judge_probe_error(exc)
-        else:
-            capacity = self.host.capacity if self.slot_prefix else None
-            judgement = judge_report(report, self.agent, self.workspace, capacity=capacity)
-        self.result = HostProbe(
+        """Read what the probe printed into :attr:`result`: ``None`` when the host is ready (the
+        go-ahead), else the session error that refuses it."""
+        found = self.result = HostProbe.from_output(
             self.host,
-            judgement.verdict,
-            judgement.message,
-            judgement.fix,
-            report,
-            time.monotonic() - self.started,
-            judgement.why,
+            printed.decode("utf-8", "replace"),
+            self.agent,
+            self.workspace,
+            slots_counted=bool(self.slot_prefix),
+            latency_s=time.monotonic() - self.started,
         )
-        if judgement.ready:
+        if found.ready:
             return None
-        kind = _REFUSAL_KIND.get(judgement.verdict, ErrorKind.PORT_EXIT)
+        kind = _REFUSAL_KIND.get(found.verdict, ErrorKind.PORT_EXIT)
         facts = ErrorFacts(  # what the cause's fix names (the workspace to create, the slots to remove)
             host=self.host.name,
             destination=self.host.destination,
             workspace=self.workspace,
-            slot_dir=report.slot_dir if report is not None else None,
+            slot_dir=found.report.slot_dir if found.report is not None else None,
         )
-        said = f"the host's probe found it not ready: {judgement.message}"
-        return RemoteAcpError(kind, said, cause=judgement.why, facts=facts)
+        said = f"the host's probe found it not ready: {found.message}"
+        return RemoteAcpError(kind, said, cause=found.cause, facts=facts)
 
 
 @functools.lru_cache(maxsize=64)
@@ -107,8 +97,6 @@ def _script(
 ) -> str:
     """The probe's script: the same for every host and every placement of one agent and workspace,
     so a pool placing many sessions (or a check of many hosts) writes it once, not per login."""
-    from hostinv.probes import probe_script
-
     return probe_script(
         agent,
         workspace,
