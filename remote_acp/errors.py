@@ -11,7 +11,7 @@ JSON-RPC error, the hosts a placement tried). Whether a retry can help follows f
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hostinv.causes import CAUSES, Cause, fix_for
@@ -101,7 +101,7 @@ def retry_backoff_ms(attempt: int, max_retry_backoff_ms: int = 300_000) -> int:
     """
     if attempt < 1:
         raise ValueError(f"retry attempts count from 1, got {attempt}")
-    import random  # here, not at the top: nothing else on the CLI's path needs it (~1 ms at start)
+    import random  # here, not at the top: every command loads this module, few retry (~1 ms at start)
 
     # Cap the exponent too, so a huge attempt number cannot build a huge integer.
     ceiling = min(10_000 << min(attempt - 1, 40), max_retry_backoff_ms)
@@ -231,8 +231,6 @@ class RemoteAcpError(Exception):
 
     def with_facts(self, **changes: Any) -> RemoteAcpError:
         """A copy with ``changes`` made to its facts (the message, kind and cause kept)."""
-        from dataclasses import replace
-
         error = RemoteAcpError(
             self.kind, self.message, detail=self.detail, cause=self.cause, facts=replace(self.facts, **changes)
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
@@ -62,8 +63,6 @@ def assigned_secrets(command: str | Sequence[str]) -> tuple[str, ...]:
     """Values of secret-looking variables a shell-fragment agent command assigns before its
     program (``OPENAI_API_KEY=sk-... qwen --acp``): the command's words are not the environment,
     but they reach the agent's, and what it echoes."""
-    import shlex
-
     try:
         words = shlex.split(command) if isinstance(command, str) else list(command)
     except ValueError:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from .errors import Cause, ErrorKind, RemoteAcpError
+from .local_files import NotRegularFileError, TooLargeError, read_small_file
 from .logs import get_logger
 
 if TYPE_CHECKING:
@@ -89,8 +90,6 @@ def load_mcp_config(path: str | os.PathLike[str]) -> tuple[McpServer, ...]:
         read, is not a regular file, is not JSON, or does not have the shape (the message names
         the server and key, never a value).
     """
-    from .local_files import NotRegularFileError, TooLargeError, read_small_file
-
     shown = os.fspath(path)
     try:
         data = read_small_file(path, MAX_CONFIG_BYTES)

@@ -12,13 +12,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..local_files import NotRegularFileError, TooLargeError, read_small_file
 from ..logs import get_logger
+from ..options import SessionOptions
+from ..targets.launch import LocalTarget
 from .models import READ_TIMEOUT_FALLBACK_MS, WorkflowConfig
 from .validate import Checked, Finding, check_text
 
 if TYPE_CHECKING:
-    from ..options import SessionOptions
-    from ..targets.launch import LocalTarget
     from ..targets.ssh.settings import SshSettings
 
 __all__ = ["ConfigError", "SchedulingLimits", "Workflow", "check_file", "load_workflow"]
@@ -43,8 +44,6 @@ MAX_WORKFLOW_BYTES = 1 << 20
 
 def check_file(path: str | os.PathLike[str]) -> Checked:
     """The findings of the workflow file at ``path`` (a file that cannot be read is one error)."""
-    from ..local_files import NotRegularFileError, TooLargeError, read_small_file
-
     source = os.fspath(path)
     try:
         # Newlines as text mode reads them (\r\n and \r are \n), so lines count alike.
@@ -139,8 +138,6 @@ class Workflow:
     def session_options(self, **overrides: Any) -> SessionOptions:
         """The :class:`~remote_acp.options.SessionOptions` of this workflow; an override that is not
         ``None`` wins (``command``, ``read_timeout_ms``...: the flags of ``remote-acp run``)."""
-        from ..options import SessionOptions
-
         agent, acp = self.config.agent, self.config.acp
         values: dict[str, Any] = {
             "command": agent.command,
@@ -159,6 +156,7 @@ class Workflow:
     def ssh_settings(self, **overrides: Any) -> SshSettings:
         """The :class:`~remote_acp.targets.ssh.target.SshSettings` of the ``worker`` block (``no`` as the
         host key policy is the operator's explicit choice, so it is forced); overrides as above."""
+        # Here, not at the top: a workflow run on this machine loads none of the ssh target.
         from ..targets.ssh.settings import SshSettings
 
         worker = self.config.worker
@@ -172,7 +170,5 @@ class Workflow:
 
     def local_target(self) -> LocalTarget:
         """The local launch target, with the environment allow-list when the workflow sets one."""
-        from ..targets.launch import LocalTarget
-
         allowlist = self.config.acp.env_allowlist
         return LocalTarget(env_allowlist=None if allowlist is None else tuple(allowlist))

@@ -37,7 +37,7 @@ def hard_exit(code: int) -> NoReturn:
 
 def spawn_sleeper(*, new_session: bool, keep_stderr: bool, pid_file: str | None) -> int:
     """Start a child that sleeps 600 s holding our stdout (and stderr if asked)."""
-    import subprocess
+    import subprocess  # here, not at the top: only this fault needs it, and start-up is measured
 
     child = subprocess.Popen(
         [sys.executable, "-c", SLEEPER_CODE],

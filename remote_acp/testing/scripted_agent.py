@@ -48,6 +48,7 @@ it arrives, abandoning the rest of the turn.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -65,7 +66,6 @@ from remote_acp.testing._script import Script, build_plan
 from remote_acp.testing._wire import PIECE, StdinReader, Wire
 
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Sequence
     from typing import Any, NoReturn
 
@@ -119,8 +119,6 @@ def _transports(text: str) -> frozenset[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    import argparse
-
     p = argparse.ArgumentParser(
         prog="remote-acp-scripted-agent",
         description="A scriptable ACP agent on stdio (see the module docstring for prompt directives).",
@@ -262,7 +260,7 @@ def flood_stderr(size: int) -> None:
 def start_up(args: argparse.Namespace) -> None:
     """The start-level side effects, in order: signals, files, stderr, child."""
     if args.ignore_sigterm:
-        import signal
+        import signal  # here, not at the top: only this option needs it (it builds enums at import)
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.pid_file:

@@ -25,6 +25,7 @@ import atexit
 import contextlib
 import errno
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -112,8 +113,6 @@ def _identity() -> tuple[object, ...]:
     """What a launcher inherited from this process at its start and passes on to every agent:
     a launcher started under another identity or other limits (or by a parent of this process
     before a fork) is replaced."""
-    import resource
-
     return (
         os.getpid(),
         os.getuid(),

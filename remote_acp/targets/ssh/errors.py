@@ -17,6 +17,7 @@ message quotes ssh's own reason, or leaves it to the detail: the masked standard
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from hostinv.causes import ssh_words
@@ -121,8 +122,6 @@ def ssh_exit_error(
     )
 
     def error(kind: ErrorKind, cause: Cause, message: str, **more: Any) -> RemoteAcpError:
-        from dataclasses import replace
-
         return RemoteAcpError(kind, message, detail=stderr, cause=cause, facts=replace(facts, **more))
 
     if code == EXIT_NO_WORKSPACE and WORKSPACE_MARK in stderr:
@@ -222,8 +221,6 @@ def _ssh_target(label: str, config: str | None = None) -> str:
 
 def _connection_error(label: str, reason: str, stderr: str, facts: ErrorFacts) -> RemoteAcpError:
     """ssh failed before the server accepted the login: the cause from ssh's own words."""
-    from dataclasses import replace
-
     # A message that quotes ssh's reason takes the tail as detail only when it says more than that.
     more_said = [line for line in _lines(stderr) if not _CHATTER.match(line) and line.removeprefix("ssh: ") != reason]
 
