@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..errors import InventoryUnreadable
 from ..keep import untrusted_file, write_whole
+from . import kept
 from .merge import merge
 
 if TYPE_CHECKING:
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 
     from ..models import Inventory
     from .kept import Reads
+    from .ssh_config import IncludeReader
 
     StrPath = str | os.PathLike[str]
-    from .ssh_config import IncludeReader
 
 __all__ = [
     "INVENTORY_ENV",
@@ -54,7 +55,7 @@ def default_inventory_path(environ: Mapping[str, str] | None = None) -> tuple[Pa
     override = (os.environ if environ is None else environ).get(INVENTORY_ENV)
     if override:
         return Path(override).expanduser(), True
-    import platformdirs
+    import platformdirs  # here: a named file needs none of it (its import is most of a load's)
 
     return platformdirs.user_config_path("remote-acp") / "inventory.yaml", False
 
@@ -125,21 +126,19 @@ def load_ssh_config(path: StrPath, *, include_dir: StrPath | None = None, reads:
     :raises InventoryUnreadable: the file or an included one cannot be read.
     :raises InventoryInvalid: see :func:`~hostinv.inventory.parse_ssh_config`.
     """
-    from .ssh_config import parse_ssh_config
+    from .ssh_config import parse_ssh_config  # here, as each parser: loaded when its source is there
 
     base = Path(include_dir) if include_dir is not None else Path.home() / ".ssh"
     return parse_ssh_config(read_text(path, reads), str(Path(path)), read_include=_include_reader(base, reads))
 
 
 def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
-    from .kept import matches
-
     def read(pattern: str) -> Iterator[tuple[str, str]]:
         expanded = os.path.expanduser(pattern)
         if not os.path.isabs(expanded):
             expanded = str(base / expanded)
         # ssh skips an Include that matches nothing; a directory matched by a glob is not a config
-        found = matches(expanded)
+        found = kept.matches(expanded)
         if reads is not None:
             reads.matched(expanded, found)
         # One at a time: the parser stops reading at its bound on what a load includes.
@@ -155,7 +154,7 @@ def load_ansible(path: StrPath, reads: Reads | None = None) -> Inventory:
     :raises InventoryUnreadable: the file cannot be read.
     :raises InventoryInvalid: see :func:`~hostinv.inventory.parse_ansible`.
     """
-    from .ansible import parse_ansible
+    from .ansible import parse_ansible  # here: YAML and pydantic load with an Ansible inventory only
 
     return parse_ansible(read_text(path, reads), str(Path(path)))
 
@@ -190,8 +189,6 @@ def load_inventory(
     config = Path(ssh_config) if ssh_config is not None else home / ".ssh" / "config"
     reads = name = None
     if keep_in is not None:
-        from . import kept
-
         absolute = os.path.abspath
         how = [absolute(own_path), required, [absolute(p) for p in extra], ssh_config is not None]
         name = kept.entry_name([*how, use_ssh_config and absolute(config), absolute(home)])
@@ -202,7 +199,7 @@ def load_inventory(
     sources: list[Inventory] = []
     named: list[Path] = []
     if required or _exists(own_path, reads):
-        from .own_file import parse_inventory_yaml
+        from .own_file import parse_inventory_yaml  # here: YAML and pydantic load with our file only
 
         own = parse_inventory_yaml(read_text(own_path, reads), str(own_path))
         sources.append(own.inventory)
@@ -212,7 +209,5 @@ def load_inventory(
         sources.append(load_ssh_config(config, include_dir=home / ".ssh", reads=reads))
     merged = merge(sources)
     if keep_in is not None and reads is not None and name is not None:
-        from .kept import store
-
-        store(os.fspath(keep_in), name, reads, merged)
+        kept.store(os.fspath(keep_in), name, reads, merged)
     return merged

@@ -195,6 +195,8 @@ def _bare(destination: str) -> str:
 
 
 def asyncssh_module() -> Any:
+    """asyncssh, imported on the first probe: most of a probe's start-up, never paid by importing
+    :mod:`hostinv` (this package's modules import it through here only)."""
     import asyncssh
 
     return asyncssh
@@ -402,6 +404,6 @@ async def connect(
 
 
 def _supported_ciphers() -> list[str]:
-    from asyncssh.encryption import get_encryption_algs
+    from asyncssh.encryption import get_encryption_algs  # here, as asyncssh itself (asyncssh_module)
 
     return [alg.decode() for alg in get_encryption_algs()]

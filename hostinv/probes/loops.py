@@ -34,7 +34,7 @@ async def on_own_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     A cancelled caller cancels it there and waits for it to unwind (asyncssh closes its
     connection, an ``ssh -G`` is killed), so no thread or process outlives the call.
     """
-    import anyio
+    import anyio  # here: only a caller off asyncio (trio) comes this way
 
     lock = threading.Lock()
     running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []

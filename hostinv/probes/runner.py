@@ -386,6 +386,7 @@ async def probe_hosts(
         raise ValueError("concurrency must be at least 1")
     if on_asyncio():
         return await _probe_hosts(hosts, agent, workspace, settings, concurrency, on_done)
+    # Here: only a caller off asyncio (trio) comes this way.
     import anyio
     import anyio.from_thread
 

@@ -19,6 +19,9 @@ from hostinv.causes import Cause
 from hostinv.keep import write_whole
 from hostinv.probes import HostProbe, ProbeReport, Verdict
 
+from ..paths import cache_base
+from ..targets.ssh.config import ssh_g_cache_dir
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -32,15 +35,11 @@ _TUPLES = ("load", "unavailable", "invalid")
 
 def probe_cache_dir() -> Path:
     """``$REMOTE_ACP_CACHE_DIR/probes``, else the platformdirs user cache directory's ``probes``."""
-    from ..paths import cache_base
-
     return cache_base() / "probes"
 
 
 def resolve_cache_dir() -> Path:
     """Where probes keep ``ssh -G``'s answers (:mod:`hostinv.resolve_cache`), as sessions do."""
-    from ..targets.ssh.config import ssh_g_cache_dir
-
     return ssh_g_cache_dir()
 
 

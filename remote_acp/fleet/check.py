@@ -26,15 +26,21 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
 from hostinv.causes import CAUSES, fix_for
-from hostinv.probes import Judgement, Verdict
+from hostinv.probes import PER_ADDRESS, Judgement, Verdict
+from hostinv.sshopts import login_home
 
 from ..errors import Cause, RemoteAcpError
+from ..targets.ssh.config import fallback_config_dir, host_block_text, included_files, write_fallback_config
+from .login_probe import LoginProbe
 from .report import HandshakeFacts, HostCheck
 
 if TYPE_CHECKING:
@@ -48,7 +54,6 @@ if TYPE_CHECKING:
     from ..targets.ssh.settings import SshSettings
     from ..targets.ssh.target import Preflight, SshTarget
     from .cache import Kept, ProbeCache
-    from .login_probe import LoginProbe
     from .report import ProbeResult
 
 __all__ = ["check_host", "check_hosts", "handshake_judgement", "host_config_text", "host_target"]
@@ -96,8 +101,6 @@ def host_config_text(host: Host, config_file: str | None, *, home: str) -> str |
     options += sorted(host.ssh_options.items())
     if not options:
         return None
-    from ..targets.ssh.config import host_block_text, included_files
-
     for key, value in options:
         if not _KEYWORD.match(key):
             raise ValueError(f"the ssh option {key!r} of host {host.name!r} is not an ssh_config keyword")
@@ -119,12 +122,9 @@ def host_target(
     :raises ValueError: unusable ssh options (see :func:`host_config_text`).
     :raises RemoteAcpError: ``agent_not_found`` when the generated config cannot be written.
     """
-    import os
-
-    from hostinv.sshopts import login_home
-
-    from ..targets.ssh.config import fallback_config_dir, write_fallback_config
-    from ..targets.ssh.target import SshTarget  # here: a probe-only check starts no session
+    # Here, as the session core and the launch machinery below: a probe-only check starts no
+    # session, and loads none of them.
+    from ..targets.ssh.target import SshTarget
 
     config = settings.config_file
     if config is not None and config.lower() != "none":
@@ -195,7 +195,7 @@ async def _check_host(
         return replace(base, verdict=probe.verdict, message=probe.message, fix=probe.fix, cause=probe.cause), None
     if not handshake:
         raise ValueError("a check needs a probe, a handshake, or both")
-    from ..session.verification import verify_credentials  # here: a probe-only check needs no session core
+    from ..session.verification import verify_credentials  # here: see host_target
 
     started = time.monotonic()
     preflight: LoginProbe | None = None
@@ -268,8 +268,7 @@ def _login_probe(
 
     :raises ValueError: an agent program or workspace the probe cannot carry (as ``probe_host``).
     """
-    from ..targets.launch import command_argv
-    from .login_probe import LoginProbe
+    from ..targets.launch import command_argv  # here: see host_target
 
     program = agent_program or command_argv(options.command)[0]
     return LoginProbe(
@@ -324,10 +323,6 @@ async def check_hosts(
     handshake's login (see :func:`check_host`), not through ``probe``: one login per host. Its
     probe goes to the cache as ``probe``'s would.
     """
-    import anyio
-
-    from hostinv.probes.runner import PER_ADDRESS
-
     done: dict[str, HostCheck] = {}
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     per_address: dict[tuple[str, int | None], anyio.Semaphore] = {}

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from hostinv.causes import CAUSES
-from hostinv.probes import ProbeSettings, Verdict
+from hostinv.probes import PER_ADDRESS, HostProbe, ProbeSettings, Verdict, probe_host
 
 from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..logs import get_logger
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from hostinv import Host
-    from hostinv.probes import HostProbe
 
     from ..options import SessionOptions
     from ..session.core import Session
@@ -297,8 +296,6 @@ class HostPool:
         return self._running[name] + self._starting[name]
 
     def _unknown(self, host: Host) -> HostProbe:
-        from hostinv.probes import HostProbe
-
         return HostProbe(host, Verdict.PROBE_FAILED, "not probed", None, None, 0.0, Cause.PROBE_INCOMPLETE)
 
     def _stale(self, view: _View, now: float) -> bool:
@@ -317,9 +314,6 @@ class HostPool:
                 tg.start_soon(self._probe_one, key, host)
 
     async def _probe_one(self, key: tuple[str, str], host: Host) -> None:
-        from hostinv.probes import probe_host
-        from hostinv.probes.runner import PER_ADDRESS
-
         views = self._views[key]
         while self._stale(views[host.name], time.monotonic()):
             view = views[host.name]
@@ -421,8 +415,6 @@ class HostPool:
                 # The host took the login and then failed the start (down, refusing, or an agent that
                 # never answers): keep it out, backing off each time, so that a host which looks
                 # best by its own figures cannot draw every placement into its failure.
-                from hostinv.probes import HostProbe
-
                 verdict = CAUSES[error.cause].verdict
                 judged = Verdict(verdict) if verdict else Verdict.AGENT_FAILED
                 gone = HostProbe(host, judged, error.message, error.fix or None, None, 0.0, error.cause)
