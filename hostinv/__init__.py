@@ -7,8 +7,8 @@ selectors fleet commands take (``@group``, ``build-*``, a name, ``user@host:port
 It knows nothing of the Agent Client Protocol and never imports ``remote_acp``: ``remote_acp``
 builds on it, not the other way round. The names below are imported on first use: a session
 that only needs :mod:`hostinv.resolve_cache` loads neither pydantic nor YAML; an inventory
-reused from where it was kept loads neither either; and asyncssh, needed only to probe hosts,
-is imported where a probe runs.
+reused from its cache (:mod:`hostinv.inventory.cache`) loads neither either; and asyncssh,
+needed only to probe hosts, is imported where a probe runs.
 """
 
 from __future__ import annotations

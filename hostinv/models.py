@@ -1,7 +1,7 @@
 """The inventory's data: hosts and the merged view of them, as frozen dataclasses.
 
 They are plain dataclasses, not pydantic models, so that an inventory kept on disk
-(:mod:`hostinv.inventory.kept`) comes back without loading pydantic: its import and the
+(:mod:`hostinv.inventory.cache`) comes back without loading pydantic: its import and the
 building of its validators cost a quarter of a second, more than the rest of a fleet command's
 start. Values from a file are validated by :meth:`Host.from_fields` (pydantic, loaded there).
 

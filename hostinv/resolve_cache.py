@@ -50,10 +50,10 @@ __all__ = [
     "config_files_read",
     "default_files",
     "entry_name",
-    "keep",
     "lookup",
     "reading",
     "store",
+    "store_answer",
     "verbose",
     "which_ssh",
 ]
@@ -257,7 +257,7 @@ def lookup(directory: str, name: str, environ: Mapping[str, str]) -> str | None:
         return None
 
 
-def keep(
+def store_answer(
     directory: str,
     name: str,
     answer: str,

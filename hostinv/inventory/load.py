@@ -13,7 +13,7 @@ inventory's ssh options steer what runs as this user.
 A source's parser is imported when that source is read: without our file or an Ansible
 inventory, neither YAML nor their parsers and models are loaded. Given a directory to keep it
 in, the merged view is kept there and reused while nothing it was read from changed
-(:mod:`.kept`): then no parser, YAML or pydantic is loaded at all.
+(:mod:`.cache`): then no parser, YAML or pydantic is loaded at all.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Final
 
 from ..errors import InventoryUnreadable
 from ..keep import untrusted_file, write_whole
-from . import kept
+from . import cache
 from .merge import merge
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
     from ..models import Inventory
-    from .kept import Reads
+    from .cache import Reads
     from .ssh_config import IncludeReader
 
     StrPath = str | os.PathLike[str]
@@ -138,7 +138,7 @@ def _include_reader(base: Path, reads: Reads | None) -> IncludeReader:
         if not os.path.isabs(expanded):
             expanded = str(base / expanded)
         # ssh skips an Include that matches nothing; a directory matched by a glob is not a config
-        found = kept.matches(expanded)
+        found = cache.matches(expanded)
         if reads is not None:
             reads.matched(expanded, found)
         # One at a time: the parser stops reading at its bound on what a load includes.
@@ -191,11 +191,11 @@ def load_inventory(
     if keep_in is not None:
         absolute = os.path.abspath
         how = [absolute(own_path), required, [absolute(p) for p in extra], ssh_config is not None]
-        name = kept.entry_name([*how, use_ssh_config and absolute(config), absolute(home)])
-        found = kept.lookup(os.fspath(keep_in), name)
+        name = cache.entry_name([*how, use_ssh_config and absolute(config), absolute(home)])
+        found = cache.lookup(os.fspath(keep_in), name)
         if found is not None:
             return found
-        reads = kept.Reads()
+        reads = cache.Reads()
     sources: list[Inventory] = []
     named: list[Path] = []
     if required or _exists(own_path, reads):
@@ -209,5 +209,5 @@ def load_inventory(
         sources.append(load_ssh_config(config, include_dir=home / ".ssh", reads=reads))
     merged = merge(sources)
     if keep_in is not None and reads is not None and name is not None:
-        kept.store(os.fspath(keep_in), name, reads, merged)
+        cache.store(os.fspath(keep_in), name, reads, merged)
     return merged

@@ -1,6 +1,8 @@
 """Host keys for probes: the policy a host gets, the decision on a key known_hosts does not hold,
 the line ``accept-new`` appends (as ssh writes it), and known_hosts files parsed once per
 version rather than at every connection. No asyncssh here: the runner hands in what it needs.
+A check's *outcome* (:attr:`HostKeyCheck.outcome`) is what it found of the key, not a verdict:
+:func:`~hostinv.probes.judge_connect_error` turns a refused one into a verdict.
 
 The policy (:func:`effective_policy`) is the stricter of what ssh's configuration says for the
 host (``StrictHostKeyChecking`` as ``ssh -G`` reports it) and what the caller asked for: ``yes``

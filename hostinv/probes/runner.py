@@ -161,7 +161,7 @@ async def _resolve(
     answer = out.decode(errors="replace")
     resolved = parse_ssh_g(answer)
     if cache is not None:
-        resolve_cache.keep(
+        resolve_cache.store_answer(
             cache,
             name,
             answer,

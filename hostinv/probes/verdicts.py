@@ -1,5 +1,8 @@
 """One verdict per host, from one taxonomy, and the probe's share of deciding it.
 
+Words: a *verdict* is one value of :class:`Verdict`; a *judgement* is a verdict with its message,
+fix and cause (:class:`Judgement`), what each ``judge_*`` function gives.
+
 Every check of a host ends in exactly one :class:`Verdict`. The probe alone can give ``ready``,
 ``agent_not_found``, ``workspace_invalid``, ``agent_failed`` and ``probe_failed``
 (:func:`judge_report`, :func:`judge_probe_error`); the connection gives the ssh ones

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from hostinv import Host
 
 
-__all__ = ["Kept", "ProbeCache", "probe_cache_dir", "resolve_cache_dir"]
+__all__ = ["CachedProbe", "ProbeCache", "probe_cache_dir", "resolve_cache_dir"]
 
 _TUPLES = ("load", "unavailable", "invalid")
 
@@ -44,7 +44,7 @@ def resolve_cache_dir() -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class Kept:
+class CachedProbe:
     """A probe read back from the cache, and how old it is (seconds since it ran)."""
 
     probe: HostProbe
@@ -64,7 +64,7 @@ class ProbeCache:
         key = json.dumps([fields, agent, workspace, self._context], sort_keys=True, default=str)
         return self.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
-    def get(self, host: Host, agent: str, workspace: str, *, max_age_s: float) -> Kept | None:
+    def get(self, host: Host, agent: str, workspace: str, *, max_age_s: float) -> CachedProbe | None:
         """The probe kept for these, when it is at most ``max_age_s`` old; else ``None``."""
         if max_age_s <= 0:
             return None
@@ -85,7 +85,7 @@ class ProbeCache:
                 float(data["latency_s"]),
                 None if cause is None else Cause(cause),
             )
-            return Kept(probe, age)
+            return CachedProbe(probe, age)
         except (OSError, ValueError, TypeError, KeyError):
             return None
 

@@ -8,6 +8,11 @@ a session does: the same ``ssh`` argv, the same login-proof script, ``initialize
 session and leaves nothing running on either side. :func:`handshake_judgement` reads the session
 error it may end with as one verdict of ``hostinv``'s taxonomy, pure and tested as data.
 
+Words: a *verdict* and a *judgement* are ``hostinv``'s (:mod:`hostinv.probes.verdicts`: the one
+word, and the word with its message, fix and cause); an *error kind* is the session error's
+:class:`~remote_acp.errors.ErrorKind`, which a check reports beside the verdict
+(:attr:`~remote_acp.fleet.report.HostCheck.error_kind`).
+
 With the handshake and no probe in hand, the probe runs inside the handshake's own login
 (:class:`~remote_acp.fleet.login_probe.LoginProbe`, ``login_probe``): one login per host, and a
 host the probe finds not ready starts no agent.
@@ -53,7 +58,7 @@ if TYPE_CHECKING:
     from ..session.verification import CredentialVerdict
     from ..targets.ssh.settings import SshSettings
     from ..targets.ssh.target import Preflight, SshTarget
-    from .cache import Kept, ProbeCache
+    from .cache import CachedProbe, ProbeCache
     from .report import ProbeResult
 
 __all__ = ["check_host", "check_hosts", "handshake_judgement", "host_config_text", "host_target"]
@@ -82,9 +87,9 @@ def handshake_judgement(error: RemoteAcpError) -> Judgement:
     The verdict is the cause's (:data:`hostinv.causes.CAUSES`), the fix the cause's filled with
     the error's facts: one table each, and no message's words read.
     """
-    verdict = CAUSES[error.cause].verdict
+    named = CAUSES[error.cause].verdict
     message = str(error) if error.cause in _WITH_DETAIL else error.message
-    return Judgement(Verdict(verdict) if verdict else Verdict.AGENT_FAILED, message, error.fix or None, error.cause)
+    return Judgement(Verdict(named) if named else Verdict.AGENT_FAILED, message, error.fix or None, error.cause)
 
 
 def host_config_text(host: Host, config_file: str | None, *, home: str) -> str | None:
@@ -138,9 +143,9 @@ def host_target(
     )
 
 
-def _auth_required(verdict: CredentialVerdict) -> bool:
+def _auth_required(credentials: CredentialVerdict) -> bool:
     """Whether the agent lists authentication methods in its answer to ``initialize``."""
-    return bool(verdict.auth_methods)
+    return bool(credentials.auth_methods)
 
 
 async def check_host(
@@ -160,7 +165,7 @@ async def check_host(
     ``probe``: ``None`` skips it (the handshake alone decides), unless ``login_probe`` is given:
     then the probe (these settings' version bound, login lookup and slot prefix) runs inside the
     handshake's own login, for ``agent_program`` (default: the command's first word). Never
-    raises for anything the host does; every outcome is a verdict.
+    raises for anything the host does; whatever happens ends in a verdict.
 
     :raises ValueError: ``probe is None`` and ``handshake`` off: nothing would be checked.
     """
@@ -203,7 +208,7 @@ async def _check_host(
         if probe is None and login_probe is not None:
             preflight = _login_probe(host, options, workspace, login_probe, agent_program)
         target = host_target(host, settings, preflight=preflight)
-        verdict = await verify_credentials(workspace, options, target)
+        credentials = await verify_credentials(workspace, options, target)
     except ValueError as exc:  # the inventory's ssh options: ssh was never run
         return replace(
             base,
@@ -248,7 +253,7 @@ async def _check_host(
             found,
         )
     found = preflight.result if preflight is not None else None
-    facts = HandshakeFacts(verdict.agent_name, verdict.agent_version, _auth_required(verdict))
+    facts = HandshakeFacts(credentials.agent_name, credentials.agent_version, _auth_required(credentials))
     return (
         replace(
             base,
@@ -339,7 +344,7 @@ async def check_hosts(
                 cache.put(result, agent_program, workspace)
         return result, None
 
-    def cached(host: Host) -> Kept | None:
+    def cached(host: Host) -> CachedProbe | None:
         return cache.get(host, agent_program, workspace, max_age_s=max_age_s) if cache is not None else None
 
     async def one(host: Host) -> None:

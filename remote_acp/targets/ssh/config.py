@@ -180,7 +180,9 @@ async def effective_host_key_policy(
         answer = done.stdout.decode(errors="replace")
         if cache is not None and name is not None:
             said = done.stderr.decode(errors="replace")
-            resolve_cache.keep(cache, name, answer, stderr=said, config=config, environ=environ, since_ns=started)
+            resolve_cache.store_answer(
+                cache, name, answer, stderr=said, config=config, environ=environ, since_ns=started
+            )
     for line in answer.splitlines():
         key, _, value = line.partition(" ")
         if key == "stricthostkeychecking":

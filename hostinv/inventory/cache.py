@@ -1,4 +1,4 @@
-"""The merged inventory kept on disk, reused while everything it was read from is unchanged.
+"""The inventory's cache: the merged view kept on disk, reused while what it was read from is unchanged.
 
 Reading an inventory means YAML, pydantic and its validators: a quarter of a second of CPU
 before a fleet command's first connection, for a file that rarely changes. So the merged view
