@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,8 +14,11 @@ from remote_acp.session.capabilities import Capability, CapabilityState
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
+from tests.support.processes import cmdline
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from integration.sshlab import SshLab
 
 pytestmark = pytest.mark.anyio
@@ -27,10 +29,6 @@ SECRET = "remote-mcp-secret-7c6b5a"
 @pytest.fixture(autouse=True)
 def private_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REMOTE_ACP_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def cmdline(pid: int) -> bytes:
-    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 async def test_a_remote_launch_reads_no_file_and_sends_no_servers(

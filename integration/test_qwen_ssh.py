@@ -44,6 +44,7 @@ from remote_acp.targets.ssh.target import SshTarget
 from tests.support import openai_mock
 from tests.support.openai_mock import TextReply, write_file_call
 from tests.support.orphans import MARKER_NAME, find_marked
+from tests.support.processes import cmdline, environ, pids
 from tests.support.qwen import QWEN_VERSION, qwen_env, qwen_executable
 
 if TYPE_CHECKING:
@@ -123,18 +124,6 @@ def ssh_target(lab: SshLab, pass_env: tuple[str, ...] = CARRIED) -> SshTarget:
     return SshTarget(HOST, SshSettings(config_file=str(lab.config), pass_env=pass_env))
 
 
-def read_proc(pid: int | str, what: str) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/{what}").read_bytes()
-    except OSError:
-        return b""
-
-
-def environ_of(pid: int) -> dict[str, str]:
-    pairs = (entry.partition(b"=") for entry in read_proc(pid, "environ").split(b"\0") if entry)
-    return {name.decode(errors="replace"): value.decode(errors="replace") for name, _, value in pairs}
-
-
 def qwen_processes(marker: str) -> list[int]:
     """Live processes carrying this test's marker that are node or whose argv names the pinned
     qwen: the ``node .../.bin/qwen`` launcher and the ``node --expose-gc .../cli.js`` it re-executes."""
@@ -144,7 +133,7 @@ def qwen_processes(marker: str) -> list[int]:
     found = []
     for pid in find_marked(marker):
         # Whole argv words only: the ssh and sh processes carry the command inside their script.
-        words = read_proc(pid, "cmdline").split(b"\0")
+        words = cmdline(pid).split(b"\0")
         if Path(words[0].decode(errors="replace")).name == "node" or any(
             word == launcher or word.startswith(package) for word in words
         ):
@@ -157,7 +146,7 @@ async def assert_no_qwen_survives(marker: str) -> float:
     started = time.monotonic()
     while left := qwen_processes(marker):
         if time.monotonic() - started > REMOTE_EXIT_BOUND_S:
-            described = {pid: read_proc(pid, "cmdline").replace(b"\0", b" ")[:160] for pid in left}
+            described = {pid: cmdline(pid).replace(b"\0", b" ")[:160] for pid in left}
             pytest.fail(f"qwen outlived its ssh session by more than {REMOTE_EXIT_BOUND_S} s: {described}")
         await anyio.sleep(0.05)
     return time.monotonic() - started
@@ -185,7 +174,7 @@ async def test_handshake_and_streamed_turns_over_ssh(
         assert s.session_id and s.pid is not None
         pid = s.pid
         # Our child is the local ssh; qwen runs under lab1's sshd, and carries our marker there.
-        assert Path(read_proc(pid, "cmdline").split(b"\0")[0].decode()).name == "ssh"
+        assert Path(cmdline(pid).split(b"\0")[0].decode()).name == "ssh"
         remote = qwen_processes(marker)
         assert remote, "no qwen process carrying this test's marker was found during the session"
         assert set(remote) <= set(ssh_lab.host(HOST).session_processes())
@@ -236,15 +225,13 @@ async def test_environment_reaches_remote_qwen_only_over_stdin(
         # included), and the remote qwen has it, and the isolated HOME, in its environment.
         remote = qwen_processes(marker)
         assert remote
-        scanned = 0
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                scanned += 1
-                assert key.encode() not in read_proc(name, "cmdline"), f"the API key is on the argv of pid {name}"
-        assert scanned > len(remote)
+        scanned = pids()
+        for pid in scanned:
+            assert key.encode() not in cmdline(pid), f"the API key is on the argv of pid {pid}"
+        assert len(scanned) > len(remote)
         lab = ssh_lab.host(HOST)
         for pid in remote:
-            env = environ_of(pid)
+            env = environ(pid)
             assert env.get("OPENAI_API_KEY") == key
             assert env.get("HOME") == str(remote_env.home)
             assert env.get("OPENAI_BASE_URL") == mock.base_url

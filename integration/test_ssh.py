@@ -21,7 +21,7 @@ from remote_acp.errors import Cause
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
-from tests.support.orphans import alive
+from tests.support.processes import cmdline, gone_within, pids
 
 pytestmark = pytest.mark.anyio
 
@@ -40,22 +40,6 @@ def options(*args: str, **overrides: object) -> SessionOptions:
 
 def target(lab: SshLab, host: str = "lab1", config: Path | None = None, **settings: object) -> SshTarget:
     return SshTarget(host, SshSettings(config_file=str(config or lab.config), **settings))  # type: ignore[arg-type]
-
-
-def cmdline(pid: int | str) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-async def gone_within(pids: list[int], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while any(alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        await anyio.sleep(0.05)
-    return True
 
 
 async def start_error(lab: SshLab, tgt: SshTarget, workspace: str = "/tmp", *args: str) -> RemoteAcpError:
@@ -254,9 +238,8 @@ async def test_environment_travels_on_stdin_never_on_argv(
     tgt = target(ssh_lab, pass_env=("RA_DEMO_TOKEN", "RA_DEMO_MODE"))
     async with open_session("/tmp", options("--env-dump", str(dump)), target=tgt) as s:
         assert (await s.run_turn("hi")).ok
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                assert b"s3cr3t-value" not in cmdline(name), f"the value is on the argv of pid {name}"
+        for pid in pids():
+            assert b"s3cr3t-value" not in cmdline(pid), f"the value is on the argv of pid {pid}"
     env = json.loads(dump.read_text())
     assert env["RA_DEMO_TOKEN"] == secret and env["RA_DEMO_MODE"] == "fast"
     assert "_RA_ENV" not in env and "_RA_COMPLETE" not in env

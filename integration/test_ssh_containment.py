@@ -6,14 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
-from tests.support.orphans import alive
+from tests.support.processes import alive, gone_within
 
 if TYPE_CHECKING:
     from integration.sshlab import SshLab
@@ -56,15 +55,6 @@ def pid_in(path: Path) -> int | None:
         return int(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-async def gone_within(pids: list[int], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        await anyio.sleep(0.05)
-    return True
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tests.support.processes import processes, status
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
@@ -172,22 +174,9 @@ def _locked_run(argv: list[str], *, check: bool = True) -> None:
 
 
 def uid_processes(uid: int) -> list[int]:
-    """The live (not zombie) processes running as ``uid``."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("State", "").split()[:1] in (["Z"], ["X"]):
-            continue  # dead already; its parent reaps it (init here may be slow to)
-        uids = fields.get("Uid", "").split()
-        if str(uid) in uids[:2]:
-            pids.append(int(entry))
-    return pids
+    """The live (not zombie) processes running as ``uid`` (their real or effective user); a dead
+    one is left to its parent to reap (init here may be slow to)."""
+    return processes(lambda pid: str(uid) in status(pid).get("Uid", "").split()[:2])
 
 
 def _kill_user_processes(name: str) -> None:

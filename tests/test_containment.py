@@ -22,9 +22,8 @@ import pytest
 from remote_acp import open_session
 from remote_acp.targets.launch import LaunchSpec
 from remote_acp.targets.process.agent import AgentProcess
-from tests.support.agents import fast_options, scripted
-from tests.support.orphans import alive
-from tests.support.processes import gone_within, supervisor_of
+from tests.support.agents import fast_options, scripted, wait_until
+from tests.support.processes import alive, environ, gone_within, supervisor_of
 
 pytestmark = pytest.mark.anyio
 
@@ -73,11 +72,6 @@ async def read_pid_file(path: Path, seconds: float = 10.0) -> int:
         assert time.monotonic() < deadline, f"{path} never appeared"
         await anyio.sleep(0.02)
     return pid
-
-
-def environment_of(pid: int) -> bytes:
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        return f.read()
 
 
 @pytest.mark.parametrize(
@@ -140,10 +134,7 @@ async def test_a_double_forked_child_with_a_scrubbed_environment_dies_with_the_s
     agent = [sys.executable, str(LATE_FORKING_AGENT), "--scrubbed", str(pid_file)]
     async with open_session(workspace, fast_options(agent)) as s:
         scrubbed = await read_pid_file(pid_file)
-        deadline = time.monotonic() + 5
-        while environment_of(scrubbed):  # until its exec cleared it
-            assert time.monotonic() < deadline
-            await anyio.sleep(0.02)
+        await wait_until(lambda: not environ(scrubbed), within=5)  # until its exec cleared it
         assert alive(scrubbed) and os.getsid(scrubbed) != s.pid
         assert supervisor_of(scrubbed) == supervisor_of(s.pid or 0)  # reparented to the supervisor
     assert await gone_within([scrubbed], 5)

@@ -25,8 +25,7 @@ from remote_acp.targets.launch import LaunchSpec
 from remote_acp.targets.process import fork_server as launchers
 from remote_acp.targets.process.agent import SESSION_MARK, AgentProcess
 from tests.support.agents import scripted
-from tests.support.orphans import alive
-from tests.support.processes import gone_within, supervisor_of
+from tests.support.processes import alive, cmdline, gone_within, status, supervisor_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,23 +39,12 @@ def spec(cwd: str | None, *args: str, env: dict[str, str] | None = None) -> Laun
     return LaunchSpec(argv=scripted(*args), env=env if env is not None else dict(os.environ), cwd=cwd, target="local")
 
 
-def status_field(pid: int, name: str) -> str:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return line.split()[1]
-    raise AssertionError(f"no {name} in /proc/{pid}/status")
-
-
 def open_files_limit(pid: int) -> tuple[int, int]:
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
         if line.startswith("Max open files"):
             soft, hard = line.split()[3:5]
             return int(soft), int(hard)
     raise AssertionError("no open files limit")
-
-
-def cmdline(pid: int) -> bytes:
-    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def launcher_pid() -> int | None:
@@ -126,7 +114,7 @@ async def test_the_agent_gets_the_controllers_directory_umask_and_limits_as_they
         with anyio.fail_after(10):
             while not dump.exists() or not dump.read_text():  # noqa: ASYNC110 - another process's file
                 await anyio.sleep(0.02)
-        assert status_field(process.pid, "Umask") == "0027"
+        assert status(process.pid)["Umask"] == "0027"
         assert os.readlink(f"/proc/{process.pid}/cwd") == str(tmp_path)
         seen = json.loads(dump.read_text())
         assert seen.pop("__cwd__") == str(tmp_path)

@@ -13,17 +13,12 @@ import pytest
 from remote_acp import LocalTarget, Malformed, Notification, open_session
 from remote_acp.session.filesystem import MAX_READ_BYTES
 from tests.support.agents import fast_options, scripted
+from tests.support.processes import environ
 
 if TYPE_CHECKING:
     from remote_acp import Event, Session
 
 pytestmark = pytest.mark.anyio
-
-
-def environ_of(pid: int) -> dict[str, str]:
-    """The environment a process was started with, as the kernel keeps it."""
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(entry.split("=", 1) for entry in raw.decode().split("\0") if entry)
 
 
 async def test_the_allowlist_is_all_the_agent_gets(
@@ -38,7 +33,7 @@ async def test_the_allowlist_is_all_the_agent_gets(
     target = LocalTarget(env_allowlist=("KEEP_ME",), extra_env={"ADDED": "by the caller"})
     async with open_session(workspace, options, target=target) as session:
         assert session.pid is not None
-        seen = environ_of(session.pid)
+        seen = environ(session.pid)
     assert seen["KEEP_ME"] == "kept" and seen["ADDED"] == "by the caller"
     assert "DROP_ME" not in seen and "SOME_API_KEY" not in seen
     extra = {"KEEP_ME", "ADDED", "REMOTE_ACP_SESSION"}
@@ -56,7 +51,7 @@ async def test_without_an_allowlist_the_agent_inherits_everything(
     monkeypatch.setenv("DROP_ME", "inherited")
     async with open_session(workspace, fast_options(scripted())) as session:
         assert session.pid is not None
-        assert environ_of(session.pid)["DROP_ME"] == "inherited"
+        assert environ(session.pid)["DROP_ME"] == "inherited"
 
 
 # -- file access over the wire -----------------------------------------------------------------

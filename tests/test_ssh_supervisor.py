@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from remote_acp.targets.ssh.script import remote_script
-from tests.support.orphans import MARKER_NAME, alive, find_marked, kill_marked
-from tests.support.processes import all_gone, read_line, wait_for, wait_for_file
+from tests.support.orphans import MARKER_NAME, find_marked, kill_marked
+from tests.support.processes import alive, all_gone, children_of, read_line, wait_for, wait_for_file
 from tests.support.ssh_build import RUN_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -68,21 +68,6 @@ class Supervised:
     """From the connection loss (or the start) until every long-lived process was gone."""
 
 
-def _children(pid: int) -> list[int]:
-    """The live (not zombie) children of ``pid``."""
-    found = []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        state, ppid = raw[raw.rindex(b")") + 2 :].split()[:2]
-        if int(ppid) == pid and state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
 def _supervise(
     root: Path,
     name: str,
@@ -122,7 +107,7 @@ def _supervise(
         if lose_connection:
             # The connection goes once the watchdog runs beside the agent: the shell's second child.
             wait_for(
-                lambda: len(_children(script_shell)) >= 2, "the supervisor's watchdog to start", within=RUN_TIMEOUT_S
+                lambda: len(children_of(script_shell)) >= 2, "the supervisor's watchdog to start", within=RUN_TIMEOUT_S
             )
             standin.kill()
             standin.wait()

@@ -18,6 +18,8 @@ import os
 import signal
 import time
 
+from tests.support.processes import alive, cmdline, marked
+
 __all__ = [
     "MARKER_NAME",
     "alive",
@@ -32,31 +34,9 @@ __all__ = [
 MARKER_NAME = "REMOTE_ACP_TEST_MARK"
 
 
-def alive(pid: int) -> bool:
-    """Whether the process exists and is not a zombie (zombies count as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return False
-    return raw[raw.rindex(b")") + 2 : raw.rindex(b")") + 3] not in (b"Z", b"X")
-
-
 def find_marked(marker: str) -> list[int]:
-    needle = f"{MARKER_NAME}={marker}".encode()
-    me = os.getpid()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and alive(int(name)):
-            found.append(int(name))
-    return found
+    """The live processes (other than this one) carrying the test's ``marker``."""
+    return marked(f"{MARKER_NAME}={marker}")
 
 
 def kill_marked(marker: str, settle_s: float = 6.0) -> list[str]:
@@ -66,12 +46,7 @@ def kill_marked(marker: str, settle_s: float = 6.0) -> list[str]:
         time.sleep(0.05)
     described = []
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            cmd = "?"
-        described.append(f"{pid}: {cmd[:200]}")
+        described.append(f"{pid}: {_cmdline(pid)}")
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -157,8 +132,4 @@ def settle_children(before: set[int], settle_s: float = 6.0) -> list[str]:
 
 
 def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
-    except OSError:
-        return "?"
+    return cmdline(pid).replace(b"\0", b" ").decode(errors="replace").strip()[:200] or "?"

@@ -1,4 +1,11 @@
-"""Waiting on processes the tests started, and reading who their parent is (``/proc``).
+"""What the tests know of processes: read from ``/proc`` (Linux), and waited on with deadlines.
+
+The one walk of ``/proc`` in the tests is :func:`pids`; :func:`processes` filters it (by command
+line, environment, owner, parent). It is independent of the library's own scans
+(:mod:`remote_acp.targets.process.tree`) on purpose: the tests use it to check what those scans
+found and killed, and a check sharing the code it checks would share its mistakes. Every reader
+of one process answers for a process that is gone too (empty, ``None`` or ``False``), since a
+process may end between the walk and the read.
 
 Every wait here has a deadline and fails saying what it waited for: a test orders its steps on
 what it can observe (a line on a pipe, a file appearing, a process gone), never on a sleep.
@@ -13,13 +20,114 @@ from typing import IO, TYPE_CHECKING
 
 import anyio
 
-from tests.support.orphans import alive
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
-__all__ = ["all_gone", "gone_within", "read_line", "supervisor_of", "wait_for", "wait_for_file"]
+__all__ = [
+    "all_gone",
+    "alive",
+    "children_of",
+    "cmdline",
+    "environ",
+    "gone_within",
+    "marked",
+    "parent_of",
+    "pids",
+    "processes",
+    "read_line",
+    "status",
+    "supervisor_of",
+    "wait_for",
+    "wait_for_file",
+]
+
+
+# -- one process ----------------------------------------------------------------------------------
+
+
+def _read(pid: int | str, what: str) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/{what}", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _state_and_parent(pid: int | str) -> tuple[bytes, int] | None:
+    """The state letter and parent of ``pid`` (``stat``, read after the command name, which may
+    hold anything, parentheses and spaces included), or ``None`` when it is gone."""
+    raw = _read(pid, "stat")
+    if not raw:
+        return None
+    state, ppid = raw[raw.rindex(b")") + 2 :].split()[:2]
+    return state, int(ppid)
+
+
+def alive(pid: int | str) -> bool:
+    """Whether the process exists and is not a zombie (zombies count as dead)."""
+    found = _state_and_parent(pid)
+    return found is not None and found[0] not in (b"Z", b"X")
+
+
+def parent_of(pid: int | str) -> int | None:
+    """The parent of ``pid``, or ``None`` when it is gone."""
+    found = _state_and_parent(pid)
+    return None if found is None else found[1]
+
+
+def supervisor_of(pid: int) -> int:
+    """The parent of ``pid``, which must exist (a local agent's parent is its supervisor)."""
+    parent = parent_of(pid)
+    assert parent is not None, f"process {pid} is gone"
+    return parent
+
+
+def cmdline(pid: int | str) -> bytes:
+    """The argv of ``pid``, NUL-separated as the kernel keeps it (empty when it is gone)."""
+    return _read(pid, "cmdline") or b""
+
+
+def environ(pid: int | str) -> dict[str, str]:
+    """The environment ``pid`` was started with, as the kernel keeps it (empty when it is gone);
+    undecodable bytes as :data:`os.environ` holds them."""
+    pairs = (entry.partition(b"=") for entry in (_read(pid, "environ") or b"").split(b"\0") if entry)
+    return {os.fsdecode(name): os.fsdecode(value) for name, _, value in pairs}
+
+
+def status(pid: int | str) -> dict[str, str]:
+    """The fields of ``/proc/PID/status`` (``Uid``, ``State``, ``NSpgid``...), values stripped
+    (empty when it is gone)."""
+    text = (_read(pid, "status") or b"").decode(errors="replace")
+    return {name: value.strip() for name, sep, value in (line.partition(":") for line in text.splitlines()) if sep}
+
+
+# -- every process --------------------------------------------------------------------------------
+
+
+def pids() -> list[int]:
+    """Every process listed in ``/proc`` now, this one and zombies included: the walk."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def processes(where: Callable[[int], bool] = lambda pid: True) -> list[int]:
+    """The live processes (zombies are not) other than this one for which ``where(pid)`` holds."""
+    me = os.getpid()
+    return [pid for pid in pids() if pid != me and where(pid) and alive(pid)]
+
+
+def children_of(pid: int) -> list[int]:
+    """The live children of ``pid``."""
+    return processes(lambda child: parent_of(child) == pid)
+
+
+def marked(entry: str) -> list[int]:
+    """The live processes other than this one whose environment holds ``entry`` (``NAME=value``)."""
+    needle = entry.encode()
+    return processes(lambda pid: needle in (_read(pid, "environ") or b"").split(b"\0"))
+
+
+# -- waiting --------------------------------------------------------------------------------------
 
 
 async def gone_within(pids: list[int], seconds: float) -> bool:
@@ -81,10 +189,3 @@ def read_line(stream: IO[bytes] | IO[str], *, within: float, what: str = "a line
         if byte == b"\n":
             return bytes(line)
         line += byte
-
-
-def supervisor_of(pid: int) -> int:
-    """The parent of ``pid``."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        raw = f.read()
-    return int(raw[raw.rindex(b")") + 2 :].split()[1])
