@@ -38,6 +38,8 @@ PROCESS = frozenset(
         "tests/test_descriptors.py",
         "tests/test_host_config_ssh.py",
         "tests/test_hostile_text.py",
+        "tests/test_hostinv_probe_host.py",
+        "tests/test_hostinv_probe_login.py",
         "tests/test_hostinv_probe_run.py",
         "tests/test_launcher.py",
         "tests/test_load_spacing.py",
