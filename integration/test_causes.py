@@ -16,7 +16,6 @@ capacity (a slot held by a live session), and an agent that answers ``-32000``.
 from __future__ import annotations
 
 import shlex
-import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,6 +27,7 @@ from integration.users import agent_pythonpath, throwaway_user
 from remote_acp import ErrorKind, LocalTarget, RemoteAcpError, open_session
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
+from tests.support.agent_scripts import SYSTEM_PYTHON, host_agent_argv
 from tests.support.agents import fast_options, scripted
 from tests.support.causes import StallingServer, free_port, keygen, remote_acp, wrong_key_line
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")  # one a throwaway user can run
 BOUNDS: dict[str, Any] = {"read_timeout_ms": 10_000, "initialize_floor_ms": 30_000, "stop_grace_ms": 1_000}
 CONNECTION_VERDICTS = {"unreachable", "auth_failed", "host_key_changed", "host_key_unknown"}
 
@@ -333,8 +332,8 @@ async def test_a_credential_refused_at_the_first_prompt_is_not_retryable(lab: La
 async def test_a_host_at_capacity_is_retryable_everywhere(lab: Lab, ssh_lab: SshLab, homes: Path) -> None:
     # A throwaway user of its own: a host's slots are its account's, so no other test's root
     # session can hold this one, nor this test hold theirs.
-    assert PYTHON is not None
-    agent = ["env", f"PYTHONPATH={agent_pythonpath()}", PYTHON, "-m", "remote_acp.testing.scripted_agent"]
+    assert SYSTEM_PYTHON is not None
+    agent = host_agent_argv(python=SYSTEM_PYTHON, pythonpath=agent_pythonpath())
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell="/bin/bash", base=homes) as user:
         destination, workspace = user.destination("lab1"), str(user.home)
         inventory = lab.root / "capacity.yaml"

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hostinv.causes import CAUSES, Cause
-from remote_acp.targets.process.tree import alive
+from tests.support.agent_scripts import host_agent_script
 from tests.support.agents import wait_until
 from tests.support.check_output import read_check_output
+from tests.support.processes import alive
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,17 +32,14 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-AGENT = """#!/bin/sh
-case "$1" in --version) echo "scripted 1.0"; exit 0 ;; esac
-set -- $SSH_CONNECTION
+# Each host's agent is told apart by the address the connection came to.
+AGENT = """set -- $SSH_CONNECTION
 server=$3
-agent() {{ exec {python} -m remote_acp.testing.scripted_agent --pid-file {pids}/pid-"$server" "$@"; }}
 case "$server" in
-  {lab2}) agent --protocol-version 2 ;;
-  {lab3}) agent --new-error "-32000:no API key configured" ;;
-  *) agent --name scripted --agent-version 1.0 --advertise delete ;;
-esac
-"""
+  {lab2}) agent --pid-file {pids}/pid-"$server" --protocol-version 2 ;;
+  {lab3}) agent --pid-file {pids}/pid-"$server" --new-error "-32000:no API key configured" ;;
+  *) agent --pid-file {pids}/pid-"$server" --name scripted --agent-version 1.0 --advertise delete ;;
+esac"""
 
 
 class Fleet:
@@ -53,11 +51,9 @@ class Fleet:
         self.workspace.mkdir()
         self.agent = root / "agent"
         self.agent.write_text(
-            AGENT.format(
+            host_agent_script(
+                AGENT.format(pids=self.pids, lab2=lab.host("lab2").address, lab3=lab.host("lab3").address),
                 python=sys.executable,
-                pids=self.pids,
-                lab2=lab.host("lab2").address,
-                lab3=lab.host("lab3").address,
             )
         )
         self.agent.chmod(0o755)

@@ -36,9 +36,10 @@ from hostinv.causes import CAUSES, Cause
 from integration.sshlab import SshLab, free_port
 from integration.users import SHELLS, User, agent_pythonpath, for_others, throwaway_user, uid_processes
 from remote_acp.fleet.report import TABLE_COLUMNS
-from remote_acp.targets.process.tree import alive
+from tests.support.agent_scripts import SYSTEM_PYTHON, host_agent_script
 from tests.support.agents import wait_until
 from tests.support.check_output import read_check_output
+from tests.support.processes import alive
 from tests.support.qwen import default_settings
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.anyio, pytest.mark.qwen, pytest.mark.usefixtures("qwen_installed")]
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")  # the suite's own is under root's home
 AGENT = "fleet-agent"
 NAMES = ["ready", "down", "changed", "login-only", "no-credential", "behind-jump"]
 LOCAL_KEY = "sk-local-only-fleet-check"
@@ -81,11 +81,7 @@ JSON_KEYS = {
     "auth_required",
 }
 # ``exec`` keeps the pid, so the agent's pid file names the process the session started.
-SCRIPTED = """#!/bin/sh
-case "$1" in --version) echo "scripted 1.0"; exit 0 ;; esac
-PYTHONPATH={repo}; export PYTHONPATH
-exec {python} -m remote_acp.testing.scripted_agent --name scripted --agent-version 1.0 --pid-file {pids}/pid-$$
-"""
+SCRIPTED = "agent --name scripted --agent-version 1.0 --pid-file {pids}/pid-$$"
 # qwen re-executes itself under a second node process: the uid's processes show that both went.
 QWEN = """#!/bin/sh
 case "$1" in --acp) echo $$ > {pids}/pid-$$; exec {qwen} --acp --auth-type=openai ;; esac
@@ -117,7 +113,7 @@ class Users:
 
 @pytest.fixture(scope="module")
 def users(ssh_lab: SshLab, qwen_installed: Path) -> Iterator[Users]:
-    assert PYTHON is not None
+    assert SYSTEM_PYTHON is not None
     # qwen-code (144 MB) runs as a throwaway user, who must reach it: from the checkout's .tools,
     # or from a copy where the checkout lies under a directory closed to others.
     qwen_exe = for_others(qwen_installed, qwen_installed.parents[2])
@@ -131,7 +127,9 @@ def users(ssh_lab: SshLab, qwen_installed: Path) -> Iterator[Users]:
     key = ssh_lab.client_key.with_suffix(".pub")
     bashrc = {".bashrc": 'PATH="$HOME/bin:$PATH"; export PATH\n'}
     profile = {".profile": 'PATH="$HOME/tools:$PATH"; export PATH\n'}
-    scripted = SCRIPTED.format(repo=shlex.quote(str(agent_pythonpath())), python=PYTHON, pids=pids)
+    scripted = host_agent_script(
+        SCRIPTED.format(pids=shlex.quote(str(pids))), python=SYSTEM_PYTHON, pythonpath=agent_pythonpath()
+    )
     # A fresh ~/.qwen with the suite's quiet settings: no key in it, so qwen has none anywhere.
     settings = default_settings()
     assert not {"security", "auth"} & set(settings), settings

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,8 +15,9 @@ import anyio
 import pytest
 
 from integration.users import agent_pythonpath, throwaway_user
-from remote_acp.targets.process.tree import alive
+from tests.support.agent_scripts import RECORD_PID, SYSTEM_PYTHON, host_agent_script
 from tests.support.agents import wait_until
+from tests.support.processes import alive
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,12 +27,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")
-AGENT = """#!/bin/sh
-[ "$1" = --version ] && {{ echo "scripted 1.0"; exit 0; }}
-mkdir -p "$HOME/pids"; echo $$ > "$HOME/pids/pid-$$"
-exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
-"""
+AGENT = (RECORD_PID, "agent")
 
 
 def final(out: str) -> dict[str, Any]:
@@ -40,9 +35,9 @@ def final(out: str) -> dict[str, Any]:
 
 
 async def test_a_full_host_fails_at_once_or_is_waited_for(ssh_lab: SshLab, homes: Path, tmp_path: Path) -> None:
-    assert PYTHON is not None
+    assert SYSTEM_PYTHON is not None
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), base=homes) as user:
-        user.write("agent", AGENT.format(repo=agent_pythonpath(), python=PYTHON), mode=0o755)
+        user.write("agent", host_agent_script(*AGENT, python=SYSTEM_PYTHON, pythonpath=agent_pythonpath()), mode=0o755)
         user.makedirs(user.home / "ws")
         inventory = tmp_path / "inventory.yaml"
         inventory.write_text(f"hosts:\n  solo:\n    address: lab1\n    user: {user.name}\n    capacity: 1\n")

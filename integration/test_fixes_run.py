@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hostinv.causes import fix_command
+from tests.support.cli import AGENT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from integration.sshlab import SshLab
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-AGENT = f"{sys.executable} -m remote_acp.testing.scripted_agent"
 
 
 def check(env: dict[str, str], config: Path, *args: str) -> tuple[int, dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,9 +26,10 @@ from integration.users import User, agent_pythonpath, throwaway_user
 from remote_acp.errors import ErrorKind
 from remote_acp.fleet import HostPool
 from remote_acp.options import SessionOptions
-from remote_acp.targets.process.tree import alive
 from remote_acp.targets.ssh.settings import SshSettings
+from tests.support.agent_scripts import RECORD_PID, SYSTEM_PYTHON, host_agent_argv, host_agent_script
 from tests.support.agents import wait_until
+from tests.support.processes import alive
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,25 +38,21 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 CLI = [sys.executable, "-m", "remote_acp.cli.main"]
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 # The agent answers the probe's --version; started for a session, it records its pid (one file
 # per agent), then becomes the scripted agent. With
 # --crash-once, the first agent started by any host of the user crashes during initialize.
-AGENT = """#!/bin/sh
-[ "$1" = --version ] && {{ echo "scripted 1.0"; exit 0; }}
-mkdir -p "$HOME/pids"; echo $$ > "$HOME/pids/pid-$$"
-if [ "$1" = --crash-once ] && mkdir "$HOME/crashed" 2>/dev/null; then
-  exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent --crash-at initialize
-fi
-exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
-"""
+AGENT = (
+    RECORD_PID,
+    'if [ "$1" = --crash-once ] && mkdir "$HOME/crashed" 2>/dev/null; then agent --crash-at initialize; fi',
+    "agent",
+)
 
 
 @pytest.fixture
 def user(ssh_lab: SshLab, homes: Path) -> Iterator[User]:
-    assert PYTHON is not None
+    assert SYSTEM_PYTHON is not None
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), base=homes) as u:
-        u.write("agent", AGENT.format(repo=agent_pythonpath(), python=PYTHON), mode=0o755)
+        u.write("agent", host_agent_script(*AGENT, python=SYSTEM_PYTHON, pythonpath=agent_pythonpath()), mode=0o755)
         u.makedirs(u.home / "ws")
         yield u
 
@@ -225,7 +221,7 @@ async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_pat
     (tmp_path / "lab").mkdir()
     lab = SshLab(tmp_path / "lab").start(2, namespaced=False)
     try:
-        assert PYTHON is not None
+        assert SYSTEM_PYTHON is not None
         with throwaway_user(lab.client_key.with_suffix(".pub"), base=homes) as u:
             u.makedirs(u.home / "ws")
             hosts = [Host(name=h.alias, address=h.alias, user=u.name, capacity=4) for h in lab.hosts]
@@ -237,7 +233,7 @@ async def test_the_pool_falls_over_from_a_host_that_died_after_its_probe(tmp_pat
             assert dead.process is not None
             dead.process.kill()  # the listener goes: connections are refused from now on
             dead.process.wait()
-            command = ["env", f"PYTHONPATH={agent_pythonpath()}", PYTHON, "-m", "remote_acp.testing.scripted_agent"]
+            command = host_agent_argv(python=SYSTEM_PYTHON, pythonpath=agent_pythonpath())
             async with pool.session(workspace, SessionOptions(command=command)) as placed:
                 assert placed.host == second
                 (attempt,) = placed.failed

@@ -34,6 +34,7 @@ from remote_acp.fleet.pool import HostPool, SlotWait
 from remote_acp.options import SessionOptions
 from remote_acp.targets.process import tree as process_tree
 from remote_acp.targets.ssh.settings import SshSettings
+from tests.support.agent_scripts import SYSTEM_PYTHON, host_agent_script
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,14 +43,8 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 # A user with ~/blackhole gets an agent that takes the login and never answers initialize.
-AGENT = """#!/bin/sh
-[ "$1" = --version ] && {{ echo "scripted 1.0"; exit 0; }}
-[ -e "$HOME/blackhole" ] && exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent \\
-  --answer-after initialize=600
-exec env PYTHONPATH={repo} {python} -m remote_acp.testing.scripted_agent
-"""
+AGENT = ('[ -e "$HOME/blackhole" ] && agent --answer-after initialize=600', "agent")
 
 
 @pytest.fixture(scope="module")
@@ -94,11 +89,11 @@ class Fleet:
 
 @contextlib.contextmanager
 def make_fleet(lab: SshLab, homes: Path) -> Iterator[Fleet]:
-    assert PYTHON is not None
+    assert SYSTEM_PYTHON is not None
     shared = Path(tempfile.mkdtemp(prefix="fleet-", dir=homes))
     shared.chmod(0o755)
     agent = shared / "agent"
-    agent.write_text(AGENT.format(repo=agent_pythonpath(), python=PYTHON))
+    agent.write_text(host_agent_script(*AGENT, python=SYSTEM_PYTHON, pythonpath=agent_pythonpath()))
     agent.chmod(0o755)
     workspace = shared / "ws"
     workspace.mkdir()

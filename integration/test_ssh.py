@@ -21,6 +21,7 @@ from remote_acp.errors import Cause
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
+from tests.support.cli import AGENT
 from tests.support.processes import cmdline, gone_within, pids
 
 pytestmark = pytest.mark.anyio
@@ -387,7 +388,7 @@ def test_cli_run_over_ssh(ssh_lab: SshLab, workspace: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "remote_acp.cli.main", "run", "--json", "--host", "lab3",
          "--ssh-config", str(ssh_lab.config), "--workspace", workspace,
-         "--agent", f"{sys.executable} -m remote_acp.testing.scripted_agent", "@chunks=3 over the wire"],
+         "--agent", AGENT, "@chunks=3 over the wire"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -419,7 +420,7 @@ def test_cli_resume_continues_on_the_host_the_session_ran_on(ssh_lab: SshLab, wo
 
     state = tmp_path / "agent-state"
     state.mkdir()
-    agent = f"{sys.executable} -m remote_acp.testing.scripted_agent --state-dir {state} --advertise load"
+    agent = f"{AGENT} --state-dir {state} --advertise load"
 
     def run(*args: str) -> dict[str, object]:
         done = subprocess.run(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from remote_acp import ErrorKind, RemoteAcpError, SessionOptions, open_session
 from remote_acp.targets.ssh.argv import ready_bound_ms
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
+from tests.support.agent_scripts import RECORDING_AGENT, SYSTEM_PYTHON
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 SSH_BOUNDS = {"read_timeout_ms": 10_000, "initialize_floor_ms": 20_000, "stop_grace_ms": 1_000}
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")  # the suite's own is under root's home
 READY_HINT = "login script (.bashrc, .profile, config.fish...) that reads standard input"
 
 
@@ -40,13 +39,8 @@ def private_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def agent(record: Path) -> list[str]:
     """The scripted agent, after writing its cwd and environment to ``record``."""
-    assert PYTHON is not None
-    code = (
-        "import json, os, sys; "
-        "open(sys.argv[1], 'w').write(json.dumps({'cwd': os.getcwd(), 'env': dict(os.environ)})); "
-        "os.execv(sys.executable, [sys.executable, '-m', 'remote_acp.testing.scripted_agent'])"
-    )
-    return [PYTHON, "-c", code, str(record)]
+    assert SYSTEM_PYTHON is not None
+    return [SYSTEM_PYTHON, "-c", RECORDING_AGENT, str(record)]
 
 
 def target(lab: SshLab, user: User, **settings: object) -> SshTarget:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import TYPE_CHECKING
 
 import pytest
@@ -16,6 +15,7 @@ from integration.users import SHELLS, User, agent_pythonpath, login_shell, throw
 from remote_acp import SessionOptions, open_session
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
+from tests.support.agent_scripts import RECORDING_AGENT, SYSTEM_PYTHON
 from tests.support.agents import fast_options
 
 if TYPE_CHECKING:
@@ -26,15 +26,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 SSH_BOUNDS = {"read_timeout_ms": 10_000, "initialize_floor_ms": 20_000, "stop_grace_ms": 1_000}
-# The suite's own interpreter lives under root's home, which other users cannot enter.
-PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 MISSING_SHELLS = [name for name, path in SHELLS.items() if not os.path.exists(path)]
-# Records what the agent was given (cwd, argv, environment), then becomes the scripted agent.
-RECORDER = (
-    "import json, os, sys; "
-    "open(sys.argv[1], 'w').write(json.dumps({'cwd': os.getcwd(), 'argv': sys.argv[2:], 'env': dict(os.environ)})); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'remote_acp.testing.scripted_agent'])"
-)
 
 
 def hostile_names(pwned: Path) -> list[str]:
@@ -96,7 +88,7 @@ def private_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("shell", list(SHELLS))
 async def test_every_login_shell_runs_hostile_data_as_data(ssh_lab: SshLab, homes: Path, shell: str) -> None:
-    assert PYTHON is not None
+    assert SYSTEM_PYTHON is not None
     assert shell not in MISSING_SHELLS, f"{SHELLS[shell]} is missing: scripts/test installs it"
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell=login_shell(shell, homes), base=homes) as user:
         pwned = user.home / "PWNED"
@@ -109,7 +101,7 @@ async def test_every_login_shell_runs_hostile_data_as_data(ssh_lab: SshLab, home
         for index, name in enumerate(hostile_names(pwned)):
             workspace = user.makedirs(user.home / "ws" / name)
             record = user.home / f"dump-{index}.json"
-            command = [PYTHON, "-c", RECORDER, str(record), *words]
+            command = [SYSTEM_PYTHON, "-c", RECORDING_AGENT, str(record), *words]
             async with open_session(str(workspace), options(command), target=target) as s:
                 assert s.session_id
             seen = json.loads(record.read_text())
@@ -117,9 +109,9 @@ async def test_every_login_shell_runs_hostile_data_as_data(ssh_lab: SshLab, home
             assert seen["argv"] == words, (shell, name)
             assert {k: seen["env"].get(k) for k in values} == values, (shell, name)
         # (an assignment then a test: what csh and fish would refuse)
-        fragment = f'x=1; [ "$x" = 1 ] || exit 9; exec {PYTHON} -c "$0" {dump}'
+        fragment = f'x=1; [ "$x" = 1 ] || exit 9; exec {SYSTEM_PYTHON} -c "$0" {dump}'
         workspace = user.home / "ws" / "-lead"
-        async with open_session(str(workspace), options(fragment.replace("$0", RECORDER)), target=target) as s:
+        async with open_session(str(workspace), options(fragment.replace("$0", RECORDING_AGENT)), target=target) as s:
             result = await s.run_turn("hi", lambda event: None)
             assert result.ok and result.last_message == "hi"
         assert json.loads(dump.read_text())["cwd"] == str(workspace)

@@ -3,7 +3,8 @@
 The one walk of ``/proc`` in the tests is :func:`pids`; :func:`processes` filters it (by command
 line, environment, owner, parent). It is independent of the library's own scans
 (:mod:`remote_acp.targets.process.tree`) on purpose: the tests use it to check what those scans
-found and killed, and a check sharing the code it checks would share its mistakes. Every reader
+found and killed, and a check sharing the code it checks would share its mistakes (the ssh lab's
+plumbing, which only finds and kills what a host's sshd serves, uses the library's). Every reader
 of one process answers for a process that is gone too (empty, ``None`` or ``False``), since a
 process may end between the walk and the read.
 
