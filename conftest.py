@@ -139,6 +139,7 @@ PROCESS = frozenset(
         "tests/test_ssh_config.py::test_real_ssh_reads_the_users_config_under_the_login_home",
         "tests/test_ssh_config.py::test_real_ssh_reads_the_users_policy_first_and_ours_as_the_fallback",
         "tests/test_ssh_config.py::test_the_policy_is_asked_of_ssh_once_while_the_users_config_is_unchanged",
+        "tests/test_ssh_script_data.py::test_remote_script_and_loader_are_valid_posix_sh",
         "tests/test_ssh_settings.py::test_ifs_or_ppid_from_the_environment_would_break_the_supervisor",
     }
 )
