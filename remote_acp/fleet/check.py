@@ -59,7 +59,6 @@ if TYPE_CHECKING:
     from ..targets.ssh.settings import SshSettings
     from ..targets.ssh.target import Preflight, SshTarget
     from .cache import CachedProbe, ProbeCache
-    from .report import ProbeResult
 
 __all__ = ["check_host", "check_hosts", "handshake_judgement", "host_config_text", "host_target"]
 
@@ -155,7 +154,7 @@ async def check_host(
     *,
     settings: SshSettings,
     handshake: bool = True,
-    probe: ProbeResult | None,
+    probe: HostProbe | None,
     login_probe: ProbeSettings | None = None,
     agent_program: str = "",
 ) -> HostCheck:
@@ -189,7 +188,7 @@ async def _check_host(
     *,
     settings: SshSettings,
     handshake: bool,
-    probe: ProbeResult | None,
+    probe: HostProbe | None,
     login_probe: ProbeSettings | None,
     agent_program: str,
 ) -> tuple[HostCheck, HostProbe | None]:
@@ -286,7 +285,7 @@ def _login_probe(
     )
 
 
-def _ready_message(facts: HandshakeFacts, probe: ProbeResult | None) -> str:
+def _ready_message(facts: HandshakeFacts, probe: HostProbe | None) -> str:
     name = facts.agent_name or "the agent"
     said = f"{name} {facts.agent_version}".strip() if facts.agent_version else name
     parts = [f"{said} answered initialize and opened a session"]
@@ -309,7 +308,7 @@ async def check_hosts(
     workspace: str,
     *,
     settings: SshSettings,
-    probe: Callable[[list[Host]], Awaitable[Sequence[ProbeResult]]] | None,
+    probe: Callable[[list[Host]], Awaitable[Sequence[HostProbe]]] | None,
     handshake: bool = True,
     login_probe: ProbeSettings | None = None,
     concurrency: int = 32,
@@ -332,7 +331,7 @@ async def check_hosts(
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     per_address: dict[tuple[str, int | None], anyio.Semaphore] = {}
 
-    async def probed(host: Host) -> tuple[ProbeResult | None, float | None]:
+    async def probed(host: Host) -> tuple[HostProbe | None, float | None]:
         if probe is None:
             return None, None
         # Probes of one address (two inventory names for one host) stay below sshd's MaxStartups.

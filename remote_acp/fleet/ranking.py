@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from hostinv import Host
-
-    from .report import ProbeResult
+    from hostinv.probes import HostProbe
 
 __all__ = ["free_slots", "placement_error", "rank_hosts", "unplaced_error"]
 
@@ -36,7 +35,7 @@ MAX_CORES: Final = 4096
 """More cores than any host has: a report claiming more is not believed for ranking."""
 
 
-def free_slots(host: Host, probe: ProbeResult, since: int) -> int | None:
+def free_slots(host: Host, probe: HostProbe, since: int) -> int | None:
     """Free slots by ``probe``, less ``since`` sessions started there after it; ``None``: no slot
     for this host (not ready). A host that cannot count its slots is taken to have them all."""
     report = probe.report
@@ -47,7 +46,7 @@ def free_slots(host: Host, probe: ProbeResult, since: int) -> int | None:
     return host.capacity - max(0, held + since)
 
 
-def rank_hosts(probes: Sequence[ProbeResult], opened: Mapping[str, int] | None = None) -> list[Host]:
+def rank_hosts(probes: Sequence[HostProbe], opened: Mapping[str, int] | None = None) -> list[Host]:
     """The ready hosts of ``probes``, best first: a free agent slot first, then the lowest load
     per core, then the most free slots, then the order given (the inventory's). Pure.
 
@@ -74,7 +73,7 @@ def rank_hosts(probes: Sequence[ProbeResult], opened: Mapping[str, int] | None =
 
 def unplaced_error(
     hosts: Sequence[Host],
-    probes: Mapping[str, ProbeResult],
+    probes: Mapping[str, HostProbe],
     free: Mapping[str, int],
     failed: Sequence[tuple[Host, RemoteAcpError]],
 ) -> RemoteAcpError:

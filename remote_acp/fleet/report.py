@@ -14,10 +14,10 @@ whatever the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
 from hostinv.causes import CAUSES, Cause
-from hostinv.probes import CONNECTION_VERDICTS, HostProbe, Verdict
+from hostinv.probes import CONNECTION_VERDICTS, Verdict
 
 from ..masking import escape_control
 
@@ -33,7 +33,6 @@ __all__ = [
     "TABLE_COLUMNS",
     "HandshakeFacts",
     "HostCheck",
-    "ProbeResult",
     "detail_lines",
     "exit_status",
     "table_rows",
@@ -41,10 +40,6 @@ __all__ = [
 
 EXIT_SOME_UNREACHABLE: Final = 20
 EXIT_SOME_NOT_READY: Final = 21
-
-
-ProbeResult: TypeAlias = HostProbe
-"""What a probe of one host gave: :class:`hostinv.probes.HostProbe` (probed now, or kept)."""
 
 
 @dataclass(frozen=True, slots=True)
