@@ -1,6 +1,9 @@
-"""What the caches kept on disk share: entries written whole, and read back only while the files
-they were made from hold the same bytes (here and in ``remote_acp``); and whether a file or
-directory holds only what this user (or root) wrote."""
+"""Keeping files on disk: written whole, read back only while the files they were made from hold
+the same bytes, and whether a file or directory holds only what this user (or root) wrote.
+
+Words: to *keep* is this layer's job, storing a file safely; a *cache* is what is built on it, an
+answer kept and reused while its sources are unchanged (:mod:`hostinv.resolve_cache`,
+:mod:`hostinv.inventory.cache`, and ``remote_acp``'s probe and ssh-options caches)."""
 
 from __future__ import annotations
 
