@@ -1,7 +1,8 @@
 """``remote-acp check host``: can each host of a selection run this agent now, and if not, why?
 
-Only click is imported at start-up; ``hostinv``, the session machinery, rich and (when probing)
-asyncssh load when the command runs, so ``remote-acp --version`` does not pay for them.
+The probe and the handshake load what they need where they run (asyncssh, the session core: a
+probe-only check starts no session), a workflow file's machinery loads only with ``--config``, and
+rich only for what a person reads (see :mod:`.tables`).
 
 Exit status: 0 every host is ready; 20 some hosts could not be logged in to (unreachable,
 auth_failed, host_key_unknown, host_key_changed) and every host reached is ready; 21 some host
@@ -12,17 +13,35 @@ output was closed.
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import shlex
 import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import anyio
 import click
 
+import hostinv
+from hostinv.probes import HostProbe, ProbeSettings, Verdict, probe_hosts
+
+from ..errors import RemoteAcpError
+from ..fleet import exit_status
+from ..fleet.cache import ProbeCache, resolve_cache_dir
+from ..fleet.check import check_hosts
+from ..options import SessionOptions
+from ..paths import cache_root, checked
+from ..targets.limits import raise_open_file_limit
+from ..targets.process.fork_server import prestart_launcher
+from ..targets.ssh.script import SLOT_DIR_PREFIX
+from ..targets.ssh.settings import SshSettings
 from .exit_codes import EXIT_INTERRUPTED
 from .jsonl import json_line
-from .local_files import PATH as _PATH
-from .local_files import InventoryFileError
+from .local_files import InventoryFileError, checked_workflow, output_gone, print_notes, read_inventory
+from .params import PATH
+from .placement import load_merged
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -31,11 +50,9 @@ if TYPE_CHECKING:
 
     from hostinv import Host
 
-    from ..fleet import HostCheck, ProbeResult
-    from ..options import SessionOptions
-    from ..targets.ssh.settings import SshSettings
+    from ..fleet import HostCheck
 
-__all__ = ["check", "render_json", "render_table"]
+__all__ = ["agent_program", "check", "check_host_command", "render_json", "render_table"]
 
 _PER_HOST_STARTS = 3
 """Handshakes starting on one host at once: well below sshd's default MaxStartups (10), which
@@ -52,7 +69,7 @@ def check() -> None:
 @click.option(
     "--config",
     "config_file",
-    type=_PATH,
+    type=PATH,
     default=None,
     help="A workflow file: its agent, worker.ssh_hosts (when no SELECTORS) and ssh settings; flags override it.",
 )
@@ -64,14 +81,14 @@ def check() -> None:
 @click.option(
     "--inventory",
     "inventory_file",
-    type=_PATH,
+    type=PATH,
     default=None,
     help="Our inventory file [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
 )
 @click.option(
-    "--ansible", type=_PATH, multiple=True, help="Also select from this Ansible inventory (INI or YAML). Repeatable."
+    "--ansible", type=PATH, multiple=True, help="Also select from this Ansible inventory (INI or YAML). Repeatable."
 )
-@click.option("--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config.")
+@click.option("--ssh-config", type=PATH, default=None, help="An ssh_config file instead of ~/.ssh/config.")
 @click.option(
     "--host-key-policy",
     type=click.Choice(["accept-new", "yes"], case_sensitive=False),
@@ -100,7 +117,7 @@ def check() -> None:
     show_default=True,
     help="Reuse probe results at most this many seconds old (0: probe every host).",
 )
-def check_host(
+def check_host_command(
     selectors: tuple[str, ...],
     config_file: str | None,
     agent: str | None,
@@ -134,27 +151,14 @@ def check_host(
     host_key_*) and the others ready; 21 some host reached is not ready; 2 usage error;
     10 an inventory file cannot be read; 141 the output was closed.
     """
+    # Each host checked at once holds a few descriptors (its ssh, a handshake's pipes) and the soft
+    # limit is often 1024: raised before the launcher of the handshakes' supervisors starts, which
+    # keeps the limit it started with.
+    raise_open_file_limit()
     if not no_handshake:
-        from ..targets.process.fork_server import prestart_launcher
-
-        prestart_launcher()  # the handshakes' supervisors' launcher starts beside the imports below
-    import os
-    import shlex
-
-    import anyio
-
-    import hostinv
-
-    from ..fleet import exit_status
-    from ..options import SessionOptions as Options
-    from ..targets.ssh.settings import SshSettings as Settings
-    from .local_files import print_notes, read_inventory
-    from .placement import load_merged
-
+        prestart_launcher()  # it starts beside the probes, which come first
     workflow = None
     if config_file is not None:
-        from .local_files import checked_workflow
-
         workflow = checked_workflow(config_file)
         if agent is None:
             command = workflow.command
@@ -179,9 +183,6 @@ def check_host(
         raise click.UsageError(f"--ssh-pass-env names {', '.join(unset)}, which is not set in the environment")
     if ssh_config is not None and ssh_config.lower() != "none" and not os.path.isfile(ssh_config):
         raise click.UsageError(f"the ssh config file {ssh_config} does not exist")
-    from ..errors import RemoteAcpError
-    from ..paths import cache_root, checked
-
     try:
         checked(cache_root())  # probes keep ssh -G's answers and their results there
     except RemoteAcpError as exc:
@@ -192,14 +193,16 @@ def check_host(
     except hostinv.HostinvError as exc:
         raise click.UsageError(str(exc)) from None
     print_notes(merged)
-    options = Options(command=agent, read_timeout_ms=handshake_timeout_ms, initialize_floor_ms=handshake_timeout_ms)
+    options = SessionOptions(
+        command=agent, read_timeout_ms=handshake_timeout_ms, initialize_floor_ms=handshake_timeout_ms
+    )
     policy = host_key_policy.lower() if host_key_policy else None
     if policy == "no":  # only a workflow can ask for it (the flag's choices lack it)
         raise click.UsageError(
             "check host refuses host key policy 'no' (worker.ssh_strict_host_key_checking): a host "
             "whose key changed must show as host_key_changed"
         )
-    settings = Settings(
+    settings = SshSettings(
         host_key_policy=policy,  # type: ignore[arg-type]  # one of the choices above
         config_file=ssh_config,
         connect_timeout_s=max(1, math.ceil(connect_timeout)),
@@ -248,8 +251,6 @@ def _write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        from .local_files import output_gone
-
         output_gone()
     except OSError as exc:
         raise InventoryFileError(f"cannot write the output: {exc}") from None
@@ -268,17 +269,10 @@ def _interrupted(host: Host) -> dict[str, object]:
 
 
 def _write_table(checks: Sequence[HostCheck], left: Sequence[Host]) -> None:
-    """The summary table (80 columns on a pipe, the terminal's width on one), then a line per
-    host that is not ready and its fix, whole: a fix is copied and run as printed."""
-    from rich.console import Console
+    # Seam: rich (20-30 ms) loads only for what a person reads; JSON output never loads it.
+    from .tables import checks_text
 
-    from ..fleet.report import detail_lines
-
-    console = Console(width=None if sys.stdout.isatty() else 80, highlight=False, soft_wrap=False)
-    with console.capture() as captured:
-        console.print(render_table(checks, left))
-    details = detail_lines(checks) + [f"{h.name} (interrupted): not checked" for h in left]
-    _write(captured.get() + "".join(line + "\n" for line in details))
+    _write(checks_text(checks, left))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,12 +292,6 @@ class _Request:
 
 
 async def _check(request: _Request) -> list[HostCheck]:
-    from hostinv.probes import HostProbe, ProbeSettings, Verdict, probe_hosts
-
-    from ..fleet.cache import ProbeCache, resolve_cache_dir
-    from ..fleet.check import check_hosts
-    from ..targets.ssh.script import SLOT_DIR_PREFIX
-
     probe_settings = ProbeSettings(
         slot_prefix=SLOT_DIR_PREFIX,
         resolve_cache=str(resolve_cache_dir()),
@@ -331,7 +319,7 @@ async def _check(request: _Request) -> list[HostCheck]:
     def probed(result: HostProbe) -> None:
         seen(result.host.name, result.verdict is Verdict.READY, not request.handshake)
 
-    async def probe(hosts: list[Host]) -> Sequence[ProbeResult]:
+    async def probe(hosts: list[Host]) -> Sequence[HostProbe]:
         return await probe_hosts(
             hosts,
             request.program,
@@ -382,50 +370,26 @@ def _quiet_session_warnings() -> None:
     """A handshake that fails is a verdict with its stderr tail, not a warning: at the default log
     level the session's per-start warnings (the agent's stderr, ssh's words) would only repeat it
     between the progress lines. ``--log-level info`` or ``debug`` keeps them."""
-    import logging
-
     if logging.getLogger("remote_acp").getEffectiveLevel() >= logging.WARNING:
         logging.getLogger("remote_acp.session").setLevel(logging.ERROR)
 
 
 def _progress(total: int) -> Progress:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    # Seam: rich (20-30 ms) loads only for what a person sees, here a progress bar on a terminal.
+    from .tables import checks_progress
 
-    progress = Progress(
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    progress.add_task("hosts checked, 0 failing", total=total)
-    return progress
+    return checks_progress(total)
 
 
 def render_json(checks: Sequence[HostCheck]) -> str:
     """One line of ASCII JSON per host, in the order given."""
-    from .jsonl import json_line
-
     return "".join(json_line(c.to_json()) + "\n" for c in checks)
 
 
 def render_table(checks: Sequence[HostCheck], interrupted: Sequence[Host] = ()) -> object:
     """The rich summary table of the checks (cells as text: a '[' in a message is no style tag;
     a narrow terminal folds cells, never cuts them)."""
-    from rich.table import Table
-    from rich.text import Text
+    # Seam: rich (20-30 ms) loads only for what a person reads; JSON output never loads it.
+    from .tables import checks_table
 
-    from ..fleet.report import TABLE_COLUMNS, table_rows
-
-    styles = {"ready": "green", "unreachable": "red", "auth_failed": "red", "interrupted": "red"}
-    table = Table(box=None, pad_edge=False)
-    for column in TABLE_COLUMNS:
-        table.add_column(column, overflow="fold")
-    rows = table_rows(checks) + [(h.name, "interrupted", *[""] * (len(TABLE_COLUMNS) - 2)) for h in interrupted]
-    for row in rows:
-        cells = [Text(cell) for cell in row]
-        cells[1].stylize(styles.get(row[1], "yellow"))
-        table.add_row(*cells)
-    return table
+    return checks_table(checks, interrupted)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from hostinv.causes import CAUSES, Cause
+
 __all__ = [
     "EXIT_BROKEN_PIPE",
     "EXIT_BY_CAUSE",
@@ -87,8 +89,6 @@ _EXIT_RETRYABLE_START: Final = 5
 
 
 def _retryable(cause: str) -> bool:
-    from hostinv.causes import CAUSES, Cause
-
     try:
         return CAUSES[Cause(cause)].retryable
     except ValueError:  # a cause this version does not know: the kind decides

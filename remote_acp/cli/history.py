@@ -23,7 +23,12 @@ import os
 import time
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final
+
+from hostinv.keep import untrusted
+
+from ..paths import state_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,8 +49,6 @@ class HistoryError(Exception):
 def default_state_dir() -> Path:
     """``$REMOTE_ACP_STATE_DIR``, else the platformdirs user state directory (see
     :mod:`remote_acp.paths`)."""
-    from ..paths import state_root
-
     return state_root()
 
 
@@ -114,11 +117,19 @@ def _write_all(fd: int, data: bytes) -> None:
 
 class SessionHistory:
     def __init__(self, directory: Path | None = None, *, keep: int = _KEEP, lock_wait_s: float = _LOCK_WAIT_S) -> None:
-        directory = directory or default_state_dir()
-        self.path = directory / "sessions.jsonl"
-        self.lock_path = directory / "sessions.lock"
+        self._directory = directory
         self.keep = keep
         self.lock_wait_s = lock_wait_s
+
+    @cached_property
+    def path(self) -> Path:
+        """The history file. Found when first used, not when made: a run records its session once
+        the agent has run, and looking up the state directory is not on the way to the agent."""
+        return (self._directory or default_state_dir()) / "sessions.jsonl"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name("sessions.lock")
 
     def add(self, record: SessionRecord) -> None:
         """Append ``record`` (and compact the file when it has grown past its bound).
@@ -157,8 +168,6 @@ class SessionHistory:
 
     def _trusted(self) -> None:
         """A history another user could write would resume their sessions: refuse it."""
-        from hostinv.keep import untrusted
-
         why = untrusted(self.path.parent)
         if why is not None:
             raise HistoryError(

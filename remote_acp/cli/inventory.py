@@ -1,7 +1,7 @@
 """``remote-acp inventory``: the merged host inventory, listed and imported.
 
-Only click is imported here at start-up; ``hostinv`` (pydantic, yaml), rich and json load when a
-sub-command runs, so ``remote-acp --version`` does not pay for them.
+hostinv loads each source's parser (pydantic, YAML) only when that source is read, and rich loads
+only for the table a person reads (see :mod:`.tables`).
 
 Exit status: 0 done; 2 usage (a selector that is malformed or matches nothing); 10 an inventory
 file cannot be read or written (missing when named, invalid, or an import that would replace an
@@ -10,18 +10,16 @@ existing file without ``--force``); 141 the output was closed.
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import click
 
-from .local_files import PATH as _PATH
+import hostinv
+from hostinv.inventory import default_inventory_path, write_text
+
+from .jsonl import json_line
 from .local_files import InventoryFileError, as_path, emit, output_gone, print_notes, read_inventory
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from hostinv import Inventory
+from .params import PATH
 
 __all__ = ["inventory"]
 
@@ -30,7 +28,7 @@ def _inventory_option(f: click.decorators.FC) -> click.decorators.FC:
     return click.option(
         "--inventory",
         "inventory_file",
-        type=_PATH,
+        type=PATH,
         default=None,
         help="Our inventory file [$REMOTE_ACP_INVENTORY, else inventory.yaml in the user config directory].",
     )(f)
@@ -50,11 +48,11 @@ def inventory() -> None:
 @click.argument("selectors", nargs=-1)
 @_inventory_option
 @click.option(
-    "--ssh-config", type=_PATH, default=None, help="An ssh_config file instead of ~/.ssh/config (none: no file)."
+    "--ssh-config", type=PATH, default=None, help="An ssh_config file instead of ~/.ssh/config (none: no file)."
 )
 @click.option("--no-ssh-config", is_flag=True, help="Leave the ssh_config's hosts out.")
 @click.option(
-    "--ansible", type=_PATH, multiple=True, help="Also merge this Ansible inventory (INI or YAML). Repeatable."
+    "--ansible", type=PATH, multiple=True, help="Also merge this Ansible inventory (INI or YAML). Repeatable."
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per host, stable keys.")
 def list_hosts(
@@ -73,10 +71,6 @@ def list_hosts(
     A host of the ssh_config alone is reached by its alias, so ssh applies the config itself
     (Match blocks too); the destination column shows, in parentheses, what its Host blocks say.
     """
-    from pathlib import Path
-
-    import hostinv
-
     # As ssh -F takes it (and check host): none is no ssh_config, not a file called none.
     no_file = ssh_config is not None and ssh_config.lower() == "none"
     merged = read_inventory(
@@ -93,33 +87,16 @@ def list_hosts(
         raise click.UsageError(str(exc)) from None
     print_notes(merged)
     if as_json:
-        from .jsonl import json_line
-
         emit("".join(json_line(h.to_json()) + "\n" for h in hosts))
         return
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from ..masking import escape_control
-
     if not hosts:
         emit("no hosts in the inventory yet (see `remote-acp inventory import`)\n")
         return
-    table = Table("host", "destination", "groups", "capacity", "labels", "from", box=None, pad_edge=False)
-    for h in hosts:
-        labels = " ".join(f"{k}={v}" for k, v in h.labels.items())
-        origin = ", ".join(Path(s).name for s in h.sources)
-        seen = h.ssh_config_destination
-        destination = h.destination if seen is None else f"{h.destination} ({seen})"
-        cells = (h.name, destination, ",".join(h.groups), str(h.capacity), labels, origin)
-        # Text, not markup: a '[' in an address or a label is not a style tag; every cell quotes
-        # a file, so a control character in one is shown escaped, never sent to the terminal.
-        table.add_row(*(Text(escape_control(c)) for c in cells))
+    # Seam: rich (20-30 ms) loads only for the table a person reads; JSON output never loads it.
+    from .tables import print_hosts
+
     try:
-        # a pipe gets whole lines, not a table cut to 80 columns
-        Console(width=None if sys.stdout.isatty() else 1000).print(table)
-        sys.stdout.flush()
+        print_hosts(hosts)
     except BrokenPipeError:
         output_gone()
 
@@ -130,22 +107,18 @@ def import_() -> None:
 
 
 @import_.command("ansible")
-@click.argument("source", type=_PATH)
+@click.argument("source", type=PATH)
 @_inventory_option
 @click.option("--force", is_flag=True, help="Replace an existing inventory file.")
 def import_ansible(source: str, inventory_file: str | None, force: bool) -> None:
     """Import the hosts of the Ansible inventory SOURCE (INI or YAML): groups, addresses, ports,
     users, keys, and capacity from remote_acp_capacity."""
-    from pathlib import Path
-
-    import hostinv
-
     path = Path(source)
     _write(read_inventory(lambda: hostinv.load_ansible(path)), path, as_path(inventory_file), force, "ansible")
 
 
 @import_.command("ssh-config")
-@click.argument("source", type=_PATH, required=False)
+@click.argument("source", type=PATH, required=False)
 @_inventory_option
 @click.option("--force", is_flag=True, help="Replace an existing inventory file.")
 def import_ssh_config(source: str | None, inventory_file: str | None, force: bool) -> None:
@@ -153,24 +126,18 @@ def import_ssh_config(source: str | None, inventory_file: str | None, force: boo
 
     Only the names are written: each host is reached by its alias, so ssh goes on applying
     the ssh_config (Match blocks too) rather than values copied out of it."""
-    from pathlib import Path
-
-    import hostinv
-
     path = Path(source) if source is not None else Path.home() / ".ssh" / "config"
     _write(read_inventory(lambda: hostinv.load_ssh_config(path)), path, as_path(inventory_file), force, "ssh-config")
 
 
-def _write(found: Inventory, source: Path, inventory_file: Path | None, force: bool, kind: str) -> None:
-    from hostinv.inventory import default_inventory_path, dump_inventory_yaml, write_text
-
+def _write(found: hostinv.Inventory, source: Path, inventory_file: Path | None, force: bool, kind: str) -> None:
     target = inventory_file if inventory_file is not None else default_inventory_path()[0]
     if target.exists() and not force:
         raise InventoryFileError(f"{target} exists; pass --force to replace it, or --inventory FILE to write elsewhere")
     print_notes(found)
     header = f"remote-acp inventory, imported from {source} (remote-acp inventory import {kind})"
     try:
-        write_text(target, dump_inventory_yaml(found, header=header))
+        write_text(target, hostinv.dump_inventory_yaml(found, header=header))
     except OSError as exc:
         raise InventoryFileError(str(exc)) from None
     emit(f"wrote {len(found.hosts)} hosts to {target}\n")

@@ -1,43 +1,39 @@
 """What every command does with the command's own local files and output: inventory files read
 with their errors as exit status 10, a workflow file checked before anything runs, notes about
 what was read, and stdout that a reader closed (exit 141).
-
-Only click is imported at start-up; ``hostinv`` and the config machinery load when used, so
-``remote-acp --version`` does not pay for them.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+import hostinv
+
+from ..errors import RemoteAcpError
+from ..masking import escape_control
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
-
-    from hostinv import Inventory
 
     from ..config import Workflow
 
 __all__ = [
-    "PATH",
     "InventoryFileError",
     "LocalIoError",
     "as_path",
     "checked_workflow",
+    "discard_stdout",
     "emit",
     "output_gone",
     "print_notes",
     "read_inventory",
 ]
-
-PATH = click.Path(dir_okay=False)
-"""A file option's type: a str (pathlib would cost ``--version`` several milliseconds)."""
 
 
 class LocalIoError(click.ClickException):
@@ -51,19 +47,12 @@ class InventoryFileError(LocalIoError):
 
 
 def as_path(text: str | None) -> Path | None:
-    from pathlib import Path
-
     return None if text is None else Path(text)
 
 
-def read_inventory(read: Callable[[], Inventory]) -> Inventory:
+def read_inventory(read: Callable[[], hostinv.Inventory]) -> hostinv.Inventory:
     """``read()``, its file errors as exit status 10 with the message naming file, line and key
     (escaped: it may quote what the file holds)."""
-    import hostinv
-
-    from ..errors import RemoteAcpError
-    from ..masking import escape_control
-
     try:
         return read()
     except (hostinv.InventoryInvalid, hostinv.InventoryUnreadable) as exc:
@@ -72,10 +61,8 @@ def read_inventory(read: Callable[[], Inventory]) -> Inventory:
         raise InventoryFileError(escape_control(str(exc))) from None
 
 
-def print_notes(found: Inventory) -> None:
+def print_notes(found: hostinv.Inventory) -> None:
     """The inventory's notes on stderr, escaped: they quote what the files hold."""
-    from ..masking import escape_control
-
     for note in found.notes:
         click.echo(f"note: {escape_control(note)}", err=True)
 
@@ -88,17 +75,24 @@ def emit(text: str) -> None:
         output_gone()
 
 
-def output_gone() -> NoReturn:
-    """Whoever read the output went away (``| head``): exit 141 without another failing flush at exit."""
+def discard_stdout() -> None:
+    """Keep the interpreter's final flush from failing again on a closed or full stdout."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # no stdout at all
         pass
+
+
+def output_gone() -> NoReturn:
+    """Whoever read the output went away (``| head``): exit 141 without another failing flush at exit."""
+    discard_stdout()
     sys.exit(EXIT_BROKEN_PIPE)
 
 
 def checked_workflow(path: str) -> Workflow:
     """The checked workflow at ``path`` (its warnings logged); errors end the command, status 2."""
+    # Seam: the configuration machinery (pydantic and YAML, about 100 ms) loads only when a
+    # command is given a workflow file; a plain run or check starts without it.
     from ..config import ConfigError, load_workflow
 
     if not os.path.exists(path):

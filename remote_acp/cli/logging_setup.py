@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from ..masking import MaskingFilter, escape_control
+from .streams import standard_output
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "log_to_command_stderr"]
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "taskName"}
@@ -62,3 +63,10 @@ def configure_logging(level: str, fmt: str, stream: IO[str] | None = None) -> No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def log_to_command_stderr(level: str, fmt: str) -> None:
+    """Log to stderr through the command's own buffer and writer thread (see :mod:`.streams`): a
+    write to a stderr nobody reads never blocks the event loop, and log lines stay in order with
+    the notices."""
+    configure_logging(level, fmt, standard_output().log_stream())

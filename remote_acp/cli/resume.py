@@ -1,5 +1,5 @@
-"""Where ``run --resume ID`` continues, and which recorded sessions a host name means: the
-session history read for the command line (see :mod:`.history`)."""
+"""Where ``run --resume ID`` continues: the session history read for the command line (see
+:mod:`.history`)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .history import HistoryError
 from .local_files import LocalIoError
 
 if TYPE_CHECKING:
     from ..config import Workflow
     from .history import SessionHistory
 
-__all__ = ["inventory_destination", "resumed_where"]
+__all__ = ["resumed_where"]
 
 
 def resumed_where(
@@ -22,8 +23,6 @@ def resumed_where(
     """Where ``run --resume ID`` continues: the host and workspace the history recorded for the
     session, unless the command line (or the workflow) names them. An id the history does not
     hold is said before anything runs, with the recorded sessions it may have meant."""
-    from .history import HistoryError
-
     try:
         recorded = history.find(resume)
         close = history.close_to(resume) if recorded is None else []
@@ -43,16 +42,3 @@ def resumed_where(
     if workspace is None:
         workspace = recorded.workspace
     return host, workspace
-
-
-def inventory_destination(name: str) -> str | None:
-    """The destination of the inventory host ``name``, or ``None`` (no such host, no inventory,
-    or one that cannot be read: a listing then shows what it has)."""
-    from ..errors import RemoteAcpError
-    from .placement import fleet_hosts
-
-    try:
-        hosts = fleet_hosts(name, None, None)
-    except (click.ClickException, RemoteAcpError, OSError):
-        return None
-    return hosts[0].destination if hosts and len(hosts) == 1 else None

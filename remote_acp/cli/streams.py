@@ -1,5 +1,5 @@
-"""The command's standard streams: safe for whatever text an agent sends, and never a reason for
-the run to stop honouring its bounds and signals.
+"""The command's stdout and stderr, written so that they are never a reason for the run to stop
+honouring its bounds and signals.
 
 A pipe nobody reads blocks a write for as long as the reader sleeps. Written from the event
 loop, that would hold every bound and signal of the run hostage, so each stream is written by a
@@ -10,32 +10,21 @@ is recorded by the thread and raised as :class:`OutputError` by the next write.
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import errno
+import locale
 import math
 import os
 import sys
+import threading
 import time
-from typing import IO, TYPE_CHECKING, Final, cast
+from typing import IO, Final, cast
 
-if TYPE_CHECKING:
-    import threading
+import anyio
 
-__all__ = [
-    "CLOSED_AT_START",
-    "Output",
-    "OutputError",
-    "OutputStream",
-    "occupy_closed_std_fds",
-    "standard_output",
-    "tolerant",
-]
+from .standard_fds import CLOSED_AT_START
 
-# Error handlers that never raise on a character (``surrogateescape`` does, on most of them).
-_TOLERANT: Final = frozenset({"replace", "backslashreplace", "xmlcharrefreplace", "namereplace", "ignore"})
-
-CLOSED_AT_START: Final[set[int]] = set()
-"""Which of fds 0-2 were closed when the command started (see :func:`occupy_closed_std_fds`)."""
+__all__ = ["Output", "OutputError", "OutputStream", "standard_output"]
 
 _BUFFER_BYTES: Final = 256 * 1024
 _POLL_MIN_S: Final = 0.001
@@ -53,46 +42,6 @@ class OutputError(Exception):
         self.broken_pipe = isinstance(error, BrokenPipeError)
 
 
-def occupy_closed_std_fds() -> None:
-    """Open ``/dev/null`` on whichever of fds 0-2 the command was started without.
-
-    Left free, the lowest fd is what the next pipe gets: an agent's stdin could land on fd 1,
-    and our output would go to the agent. The closed ones are remembered, so the first write to
-    a stream that was closed at start still fails as a write to a closed stream does.
-    """
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            CLOSED_AT_START.add(fd)
-    for fd in sorted(CLOSED_AT_START):
-        null = os.open(os.devnull, os.O_RDWR)
-        if null != fd:
-            os.dup2(null, fd)
-            os.close(null)
-
-
-class _Discard:
-    """Where output goes when the process has no stdout/stderr at all (started with it closed)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-
-def tolerant(stream: IO[str] | None) -> IO[str]:
-    """``stream``, made to replace characters its encoding cannot carry instead of raising."""
-    if stream is None:
-        return cast("IO[str]", _Discard())
-    reconfigure = getattr(stream, "reconfigure", None)
-    if reconfigure is not None and getattr(stream, "errors", None) not in _TOLERANT:
-        with contextlib.suppress(ValueError, OSError):
-            reconfigure(errors="replace")
-    return stream
-
-
 class _Patience:
     """Until when a write may wait for room; shared by the streams of one :class:`Output`."""
 
@@ -105,8 +54,6 @@ class OutputStream:
     """One fd, written by a daemon thread from a bounded buffer."""
 
     def __init__(self, fd: int, patience: _Patience | None = None, *, closed: bool = False) -> None:
-        import threading  # here, not at the top: ``remote-acp --version`` imports this module
-
         self._fd = fd
         self._patience = patience or _Patience()
         self._cond = threading.Condition(threading.Lock())
@@ -144,8 +91,6 @@ class OutputStream:
         Returns ``False`` when the buffer stayed full past the patience deadline (the reader
         stopped reading and the run must go on ending): ``data`` is dropped and counted.
         """
-        import anyio
-
         delay = _POLL_MIN_S
         while not self.try_write(data):
             if self._patience.gone or time.monotonic() >= self._patience.deadline:
@@ -182,8 +127,6 @@ class OutputStream:
     async def drain(self, idle_s: float) -> bool:
         """Wait until everything appended is written; ``False`` once ``idle_s`` passes without
         progress (an unread pipe) or the wait is given up. Raises the thread's write error."""
-        import anyio
-
         last, since = -1, time.monotonic()
         while True:
             with self._cond:
@@ -206,9 +149,6 @@ class OutputStream:
         self._buf += data
         self._pending += len(data)
         if self._thread is None:
-            import atexit
-            import threading
-
             self._thread = threading.Thread(target=self._pump, name=f"remote-acp-fd{self._fd}", daemon=True)
             self._thread.start()
             # Whatever is still buffered at exit (a log line just before a usage error) gets its
@@ -299,8 +239,6 @@ def standard_output() -> Output:
     fd 1 or 2 must go through the same buffer, or lines interleave out of order)."""
     global _standard
     if _standard is None:
-        import locale
-
         patience = _Patience()
         encoding = getattr(sys.stdout, "encoding", None) or locale.getpreferredencoding(False)
         _standard = Output(

@@ -15,6 +15,10 @@ import sys
 
 import click
 
+from ..config import check_file
+from .jsonl import json_line
+from .local_files import output_gone
+
 __all__ = ["validate"]
 
 DEFAULT_FILE = "WORKFLOW.md"
@@ -30,8 +34,6 @@ def validate(file: str | None, as_json: bool) -> None:
 
     Exit status: 0 valid (warnings allowed); 1 errors; 2 usage error (no such file).
     """
-    from ..config import check_file
-
     if file is None:
         file = DEFAULT_FILE
     if not os.path.exists(file):
@@ -40,8 +42,6 @@ def validate(file: str | None, as_json: bool) -> None:
     errors, warnings = len(checked.errors), len(checked.warnings)
     try:
         if as_json:
-            from .jsonl import json_line
-
             document = {
                 "file": checked.source,
                 "valid": errors == 0,
@@ -57,8 +57,6 @@ def validate(file: str | None, as_json: bool) -> None:
             sys.stdout.write(f"{checked.source}: {summary}: {_count(errors, 'error')}, {_count(warnings, 'warning')}\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        from .local_files import output_gone
-
         output_gone()
     sys.exit(1 if errors else 0)
 

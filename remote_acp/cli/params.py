@@ -1,0 +1,34 @@
+"""What the command's options take: file paths as text, values without NUL bytes, a workspace
+made absolute."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+__all__ = ["PATH", "absolute_workspace", "no_nul"]
+
+PATH = click.Path(dir_okay=False)
+"""A file option's type: a file (not a directory), given to the command as the str it was typed."""
+
+
+def no_nul(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Refuse a NUL byte in a value that becomes a path, a command or an environment name."""
+    values = value if isinstance(value, tuple) else (value,)
+    if any(isinstance(v, str) and "\x00" in v for v in values):
+        raise click.BadParameter("must not contain a NUL byte", ctx=ctx, param=param)
+    return value
+
+
+def absolute_workspace(path: str | None) -> str:
+    """``path`` (default: the current directory) made absolute; a usage error when it cannot be."""
+    try:
+        return os.path.abspath(path if path is not None else ".")
+    except OSError as exc:  # a relative path (or none) while the current directory is gone
+        what = f"the workspace {path!r}" if path is not None else "the workspace (the current directory)"
+        raise click.UsageError(
+            f"cannot resolve {what}: the current directory is unusable ({exc.strerror}); "
+            "pass --workspace with an absolute path"
+        ) from None

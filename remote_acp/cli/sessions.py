@@ -1,0 +1,75 @@
+"""``remote-acp sessions``: the recent sessions of the session history (see :mod:`.history`), to
+continue one with ``run --resume ID``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import RemoteAcpError
+from ..masking import escape_control
+from .exit_codes import EXIT_BROKEN_PIPE
+from .history import HistoryError, SessionHistory
+from .jsonl import json_line
+from .local_files import LocalIoError, discard_stdout
+from .params import absolute_workspace, no_nul
+from .placement import fleet_hosts
+
+__all__ = ["inventory_destination", "sessions"]
+
+
+@click.command()
+@click.option("--workspace", default=None, callback=no_nul, help="Only sessions of this workspace.")
+@click.option("--host", default=None, help="Only sessions on this host ('local' for local ones).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many to list.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool) -> None:
+    """List recent sessions (newest first), to continue one with `run --resume ID`.
+
+    Exit status: 0 listed (or none recorded yet); 2 usage error; 10 the session history
+    cannot be read; 141 the output was closed.
+    """
+    where = absolute_workspace(workspace) if workspace and host is None else workspace
+    try:
+        history = SessionHistory()
+        records = history.recent(workspace=where, target=host, limit=limit)
+        if not records and host is not None and host != "local":
+            # An inventory name: its sessions are recorded under the destination they ran on.
+            destination = inventory_destination(host)
+            if destination is not None:
+                records = history.recent(workspace=where, target=destination, limit=limit)
+    except HistoryError as exc:
+        raise LocalIoError(str(exc)) from None
+    if as_json:
+        text = "".join(json_line(record.to_json()) + "\n" for record in records)
+    else:
+        # Two lines per session, never cut or folded: the id is what a person copies into
+        # --resume, and an agent command or a path is as long as it is. Escaped: an agent's id
+        # or name drives no terminal.
+        lines = []
+        for r in records:
+            outcome = f"{r.outcome} [{r.error_kind}]" if r.error_kind else r.outcome
+            lines.append(escape_control(f"{r.session_id}  {r.when}  {outcome}  ({r.obtained})"))
+            lines.append(escape_control(f"  {r.target}:{r.workspace}  {r.agent}"))
+        text = "\n".join(lines) + "\n" if records else "no sessions recorded yet\n"
+    try:
+        click.echo(text, nl=False)
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.flush()
+    except BrokenPipeError:
+        discard_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as exc:
+        discard_stdout()
+        raise LocalIoError(f"cannot write the output: {exc}") from None
+
+
+def inventory_destination(name: str) -> str | None:
+    """The destination of the inventory host ``name``, or ``None`` (no such host, no inventory,
+    or one that cannot be read: a listing then shows what it has)."""
+    try:
+        hosts = fleet_hosts(name, None, None)
+    except (click.ClickException, RemoteAcpError, OSError):
+        return None
+    return hosts[0].destination if hosts and len(hosts) == 1 else None
