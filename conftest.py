@@ -155,6 +155,7 @@ TIMING = frozenset(
         "integration/test_ssh_starts.py",
         "tests/test_call_failures.py::test_a_start_error_keeps_its_data",
         "tests/test_cli.py::test_history_lock_wait_is_bounded",
+        "tests/test_cli_sessions.py::test_history_lock_wait_is_bounded",
         "tests/test_hostinv_bounds.py::test_the_same_hosts_listed_in_many_groups_are_bounded_too",
         "tests/test_launcher.py::test_the_launcher_is_closed_at_interpreter_exit_without_a_resource_warning",
         "tests/test_pressure.py::test_a_flooding_agent_does_not_starve_the_event_loop",
