@@ -1,11 +1,12 @@
 """``remote-acp run --wait-for-slot`` against a real sshd host of capacity 1: a placed run that finds
 every slot held fails at once without it (``at_capacity``, retryable, exit 5), and with it waits,
-saying so, until the slot frees, then runs."""
+saying so, until the slot frees (the run holding it ends), then runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -53,7 +54,10 @@ async def test_a_full_host_fails_at_once_or_is_waited_for(ssh_lab: SshLab, homes
             pids = user.home / "pids"
             return [int(p.name[4:]) for p in pids.glob("pid-*") if alive(int(p.name[4:]))] if pids.exists() else []
 
-        holder = await anyio.open_process(argv("--json", "@sleep=6 held"), env=env, stderr=subprocess.DEVNULL)
+        # The holder keeps the slot until the test interrupts it, once the waiter said it waits:
+        # the order is the events', whatever the machine's load.
+        holder = await anyio.open_process(argv("--json", "@sleep=600 held"), env=env, stderr=subprocess.DEVNULL)
+        waiter: anyio.abc.Process | None = None
         try:
             await wait_until(lambda: len(agents()) == 1, within=60)
 
@@ -64,18 +68,28 @@ async def test_a_full_host_fails_at_once_or_is_waited_for(ssh_lab: SshLab, homes
             assert (result["error_kind"], result["cause"], result["retryable"]) == ("port_exit", "at_capacity", True)
 
             started = time.monotonic()
-            with anyio.fail_after(150):
-                waited = await anyio.run_process(argv("--wait-for-slot", "90", "hi"), env=env, check=False)
-            said = waited.stderr.decode()
-            assert waited.returncode == 0, said
-            assert "waiting for a free agent slot" in said and "at capacity: solo" in said
+            waiter = await anyio.open_process(argv("--wait-for-slot", "90", "hi"), env=env, stdout=subprocess.DEVNULL)
+            assert waiter.stderr is not None
+            said = ""
             with anyio.fail_after(60):
-                assert await holder.wait() == 0  # it ran first, whole
+                while "waiting for a free agent slot" not in said:
+                    said += (await waiter.stderr.receive()).decode(errors="replace")
+            holder.send_signal(signal.SIGINT)  # the holder's session ends: its slot frees
+            with anyio.fail_after(60):
+                assert await holder.wait() == 130
+            with anyio.fail_after(120):
+                async for piece in waiter.stderr:
+                    said += piece.decode(errors="replace")
+                assert await waiter.wait() == 0, said
+            assert "at capacity: solo" in said
             assert time.monotonic() - started < 90
         finally:
-            if holder.returncode is None:
-                holder.kill()
-            with anyio.move_on_after(60):
-                await holder.wait()
-            await holder.aclose()
+            for process in (holder, waiter):
+                if process is None:
+                    continue
+                if process.returncode is None:
+                    process.kill()
+                with anyio.move_on_after(60):
+                    await process.wait()
+                await process.aclose()
         await wait_until(lambda: not agents(), within=30)
