@@ -25,7 +25,6 @@ SUBREAPER = become_subreaper()
 PROCESS = frozenset(
     {
         "tests/test_call_failures.py",
-        "tests/test_cli.py",
         "tests/test_cli_inventory.py",
         "tests/test_cli_output.py",
         "tests/test_cli_resume.py",
@@ -154,7 +153,6 @@ TIMING = frozenset(
         "integration/test_ssh.py::test_link_cut_mid_turn_ends_within_keepalive_bound",
         "integration/test_ssh_starts.py",
         "tests/test_call_failures.py::test_a_start_error_keeps_its_data",
-        "tests/test_cli.py::test_history_lock_wait_is_bounded",
         "tests/test_cli_sessions.py::test_history_lock_wait_is_bounded",
         "tests/test_hostinv_bounds.py::test_the_same_hosts_listed_in_many_groups_are_bounded_too",
         "tests/test_launcher.py::test_the_launcher_is_closed_at_interpreter_exit_without_a_resource_warning",
