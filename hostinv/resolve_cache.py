@@ -39,7 +39,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from .keep import ABSENT, digest, read_entry, write_whole
-from .sshopts import SYSTEM_CONFIG, login_home
+from .sshopts import SYSTEM_CONFIG, included_files, login_home
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -82,10 +82,8 @@ def verbose(argv: Sequence[str]) -> list[str]:
 
 def default_files(config: str | None, home: str) -> list[str]:
     """The files ssh looks for whether or not they exist: ``-F``'s (none for ``-F none``), else
-    the user's and the system's."""
-    if config is None:
-        return [f"{home}/.ssh/config", SYSTEM_CONFIG]
-    return [] if config.lower() == "none" else [config]
+    the user's and the system's (:func:`hostinv.sshopts.included_files`)."""
+    return included_files(config, home=home)
 
 
 def config_files_read(stderr: str) -> list[str]:

@@ -7,6 +7,10 @@ reads ``UserKnownHostsFile none`` as "check no key at all"), so the options are 
 ``ssh -G`` (:func:`ssh_g_argv`, about 10 ms, no connection) and read here (:func:`parse_ssh_g`);
 the runner then gives asyncssh every option explicitly and no config file.
 
+The ssh_configs generated to include what ssh reads are written here too, for ``ssh -G`` as for
+the sessions' own ``ssh`` (:func:`fallback_config_text`, :func:`host_block_text`), so that a
+probe and a session read a host's configuration through the same text.
+
 Pure, apart from :func:`known_hosts_line`'s random salt: the runner runs the process.
 """
 
@@ -36,6 +40,8 @@ __all__ = [
     "expand_proxy_command",
     "expand_revoked_path",
     "fallback_config_text",
+    "host_block_text",
+    "included_files",
     "known_hosts_line",
     "known_hosts_name",
     "login_home",
@@ -202,32 +208,72 @@ def _policy(value: str) -> str:
     return _POLICY_SPELLING.get(value, value) or "ask"
 
 
-def fallback_config_text(config: str | None, *, home: str) -> str:
-    """An ssh_config for ``ssh -G -F`` that means what ssh's own reading means, and tells a host
-    whose configuration sets no ``StrictHostKeyChecking`` from one that sets ``ask``.
+def included_files(config: str | None, *, home: str) -> list[str]:
+    """What ssh reads for ``-F config``: that file made absolute (an ``Include`` of a relative
+    path would read it under ``~/.ssh``), nothing for ``none``; with no ``-F``, the account's
+    ``HOME/.ssh/config`` then :data:`SYSTEM_CONFIG`. ssh looks for them whether or not they exist."""
+    if config is None:
+        return [os.path.join(home, ".ssh", "config"), SYSTEM_CONFIG]
+    return [] if config.lower() == "none" else [os.path.abspath(config)]
+
+
+def fallback_config_text(
+    config: str | None,
+    *,
+    home: str,
+    by: str,
+    share_connections: bool = True,
+    host_key_fallback: bool = True,
+) -> str:
+    """An ssh_config for ``ssh -F`` (or ``ssh -G -F``) that means what ssh's own reading means,
+    and tells a host whose configuration sets no ``StrictHostKeyChecking`` from one that sets ``ask``.
 
     ``ssh -G`` prints ``ask`` both for a host the configuration says ``ask`` for and for one it
     says nothing about (ssh's default), and the two must be told apart: ``ask`` refuses an
     unknown key when no one can answer, while a host with no setting gets our default,
-    :data:`HOST_KEY_FALLBACK`, as sessions give it. So the file includes what ssh reads
-    (``config``, as ``ssh -F`` reads it, made absolute; else ``HOME/.ssh/config`` then
-    :data:`SYSTEM_CONFIG`; ``none``: nothing), then sets ``StrictHostKeyChecking accept-new``
-    for every host. ssh keeps the first value it obtains, so any value the included files set
-    for the host wins, and ``ask`` read back means the configuration said ``ask``. A file that
-    does not exist is skipped, as ssh skips it. Paths are quoted so that Include reads exactly
-    that file (it would expand globs).
+    :data:`HOST_KEY_FALLBACK`. So the file includes what ssh reads (:func:`included_files`:
+    ``config`` as ``ssh -F`` reads it, ``home`` the account's home, where ssh finds
+    ``~/.ssh/config`` whatever ``$HOME`` says), then, with ``host_key_fallback``, sets
+    ``StrictHostKeyChecking accept-new`` for every host. ssh keeps the first value it obtains,
+    so any value the included files set for the host wins, and ``ask`` read back means the
+    configuration said ``ask``. Without ``share_connections``, ``ControlMaster no`` and
+    ``ControlPath none`` come before the Includes, so nothing included can turn sharing back on.
+    A file that does not exist is skipped, as ssh skips it. Paths are quoted so that Include
+    reads exactly that file (it would expand globs). ``by`` names who wrote it, in its first line.
+
+    :raises ValueError: a path with a line break, which no ssh_config line can hold.
     """
-    if config is None:
-        included = [os.path.join(home, ".ssh", "config"), SYSTEM_CONFIG]
-    elif config.lower() == "none":
-        included = []
+    if not share_connections:
+        what = "no connection sharing, the ssh_config ssh would read, then our defaults"
+    elif host_key_fallback:
+        what = "the ssh_config ssh would read, then the host-key policy for hosts it sets none for"
     else:
-        included = [os.path.abspath(config)]
+        what = "the ssh_config ssh would read"
+    lines = [f"# Written by {by}: {what}."]
+    if not share_connections:
+        # Before everything, so they win for every host, the hops a ProxyJump runs included
+        # (their ssh reads this file, not our command line).
+        lines += ["ControlMaster no", "ControlPath none"]
+    lines += [f"Include {config_word(path)}" for path in included_files(config, home=home)]
+    if host_key_fallback:
+        lines += ["Host *", f"  StrictHostKeyChecking {HOST_KEY_FALLBACK}"]
+    return "\n".join(lines) + "\n"
+
+
+def host_block_text(address: str, options: Sequence[tuple[str, str]], included: Sequence[str], *, by: str) -> str:
+    """An ssh_config holding ``options`` (keyword, value as ssh_config text) for ``address``, then
+    ``included`` (see :func:`included_files`) for every host; ``by`` names who wrote it, in its first line.
+
+    :raises ValueError: an address or path with a line break, which no ssh_config line can hold.
+    """
     lines = [
-        "# Written by hostinv: the ssh_config ssh would read, then the host-key policy for hosts it sets none for.",
+        f"# Written by {by}: one host's ssh settings, then the ssh_config ssh would read.",
+        f"Host {config_word(address)}",
+        # A value is ssh_config text, written as the operator wrote it: OpenSSH takes some values
+        # raw to the end of the line (ProxyJump, ProxyCommand), so quoting would change them.
+        *(f"  {key} {value}" for key, value in options),
+        "Match all",
         *(f"Include {config_word(path)}" for path in included),
-        "Host *",
-        f"  StrictHostKeyChecking {HOST_KEY_FALLBACK}",
     ]
     return "\n".join(lines) + "\n"
 

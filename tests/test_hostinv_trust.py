@@ -49,7 +49,7 @@ def _ssh_g(host: Host, config: Path, tmp_path: Path) -> str:
     """``ssh -G`` as the probe runs it for ``host``: the host's fields as command-line
     overrides, and the file that includes ``config`` before the fallback host-key policy."""
     policy = tmp_path / "policy_config"
-    policy.write_text(fallback_config_text(str(config), home=str(tmp_path)))
+    policy.write_text(fallback_config_text(str(config), home=str(tmp_path), by="hostinv"))
     argv = ssh_g_argv(
         host.address or host.name,
         config=str(policy),

@@ -19,7 +19,7 @@ from hostinv.probes.channel import REPORT_KEPT, ReportScanner
 from hostinv.probes.command import REPORT_END, REPORT_HEADER
 from hostinv.probes.host_keys import HostKeyCheck, effective_policy
 from hostinv.probes.runner import ProbeSettings, _resolve
-from hostinv.sshopts import ResolvedSsh, expand_proxy_command, fallback_config_text, parse_ssh_g
+from hostinv.sshopts import ResolvedSsh, expand_proxy_command, fallback_config_text, included_files, parse_ssh_g
 from tests.support.counted_ssh import counted_ssh, runs
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def test_the_fallback_config_tells_ssh_s_default_from_ask(tmp_path: Path, user_c
     config = tmp_path / "my 'conf*g\""  # Include must read exactly this file: no glob, no unquoting
     config.write_text(user_config + "Host web\n  HostName 192.0.2.7\n")
     ours = tmp_path / "ours"
-    ours.write_text(fallback_config_text(str(config), home=str(tmp_path)))
+    ours.write_text(fallback_config_text(str(config), home=str(tmp_path), by="hostinv"))
     assert SSH is not None
     done = subprocess.run(
         [SSH, "-G", "-F", str(ours), "web"], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
@@ -170,11 +170,13 @@ def test_the_fallback_config_tells_ssh_s_default_from_ask(tmp_path: Path, user_c
 
 
 def test_the_fallback_config_includes_what_ssh_reads(tmp_path: Path) -> None:
-    text = fallback_config_text(None, home="/home/u")
+    text = fallback_config_text(None, home="/home/u", by="hostinv")
     assert 'Include "/home/u/.ssh/config"' in text and 'Include "/etc/ssh/ssh_config"' in text
-    assert "Include" not in fallback_config_text("none", home="/home/u")
+    assert "Include" not in fallback_config_text("none", home="/home/u", by="hostinv")
+    # A relative -F file made absolute: an Include of a relative path would read it under ~/.ssh.
+    assert included_files("rel/conf", home="/home/u") == [os.path.abspath("rel/conf")]
     with pytest.raises(ValueError, match="line breaks"):
-        fallback_config_text("/a\nb", home="/home/u")
+        fallback_config_text("/a\nb", home="/home/u", by="hostinv")
 
 
 # ---- ssh -G answers that depend on DNS are never kept --------------------------------------

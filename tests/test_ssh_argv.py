@@ -14,13 +14,14 @@ import pytest
 
 from remote_acp.targets.ssh import argv as ssh_argv_module
 from remote_acp.targets.ssh.argv import PROBED_OVERRIDES, local_ssh_options, ready_bound_ms, session_overrides, ssh_argv
-from remote_acp.targets.ssh.config import fallback_config_text, write_fallback_config
+from remote_acp.targets.ssh.config import write_fallback_config
 from remote_acp.targets.ssh.destination import Destination
 from remote_acp.targets.ssh.settings import HostKeyPolicy, SshSettings
 from tests.support.ssh_build import (
     BASE_OPTIONS,
     CONTROL_OPTIONS,
     RUN_TIMEOUT_S,
+    session_config_text,
 )
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ def test_a_users_control_master_cannot_turn_sharing_back_on(tmp_path: Path, poli
     control = ssh_g(["ssh", "-F", str(user), "build"])
     assert control["controlmaster"] == "auto" and control["controlpath"].startswith(f"{tmp_path}/cm-")
     settings = SshSettings(host_key_policy=policy, config_file=str(user))
-    text = fallback_config_text(str(user), home="/x", host_key_fallback=policy is None)
+    text = session_config_text(str(user), home="/x", host_key_fallback=policy is None)
     config = str(write_fallback_config(text, tmp_path))
     seen = ssh_g(ssh_argv("ssh", Destination("build"), settings, "true", config=config))
     assert seen["controlmaster"] == "false"  # never a master
@@ -219,7 +220,7 @@ def test_a_users_config_cannot_change_what_ssh_does_to_a_session(tmp_path: Path)
     assert control["remotecommand"] == "echo from-the-config"
     assert (control["permitlocalcommand"], control["stdinnull"], control["sessiontype"]) == ("yes", "yes", "none")
     assert control["forkafterauthentication"] == "yes" and "localforward" in control
-    text = fallback_config_text(str(user), home="/x")
+    text = session_config_text(str(user), home="/x")
     config = str(write_fallback_config(text, tmp_path))
     seen = ssh_g(ssh_argv("ssh", Destination("build"), SshSettings(), "true", config=config))
     assert "remotecommand" not in seen

@@ -20,7 +20,6 @@ from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh.config import (
     effective_host_key_policy,
     fallback_config_dir,
-    fallback_config_text,
     write_fallback_config,
 )
 from remote_acp.targets.ssh.destination import Destination
@@ -33,6 +32,7 @@ from tests.support.ssh_build import (
     host_runs,
     prepare,
     raises_kind,
+    session_config_text,
 )
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 
 def test_fallback_config_includes_what_ssh_reads_by_default_then_accept_new() -> None:
-    assert fallback_config_text(None, home="/home/u") == (
+    assert session_config_text(None, home="/home/u") == (
         "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
         "ControlMaster no\n"
         "ControlPath none\n"
@@ -55,7 +55,7 @@ def test_fallback_config_includes_what_ssh_reads_by_default_then_accept_new() ->
 
 def test_fallback_config_with_an_explicit_file_includes_only_it() -> None:
     # As with `ssh -F FILE`: neither ~/.ssh/config nor /etc/ssh/ssh_config.
-    assert fallback_config_text("/etc/remote acp/ssh_config", home="/home/u") == (
+    assert session_config_text("/etc/remote acp/ssh_config", home="/home/u") == (
         "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
         "ControlMaster no\n"
         "ControlPath none\n"
@@ -63,7 +63,7 @@ def test_fallback_config_with_an_explicit_file_includes_only_it() -> None:
         "Host *\n"
         "  StrictHostKeyChecking accept-new\n"
     )
-    assert fallback_config_text("none", home="/home/u") == (
+    assert session_config_text("none", home="/home/u") == (
         "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
         "ControlMaster no\n"
         "ControlPath none\n"
@@ -74,7 +74,7 @@ def test_fallback_config_with_an_explicit_file_includes_only_it() -> None:
 
 def test_generated_config_without_our_host_key_fallback() -> None:
     # An explicit policy goes on the command line: the file only turns sharing off and includes.
-    assert fallback_config_text("/etc/a", home="/home/u", host_key_fallback=False) == (
+    assert session_config_text("/etc/a", home="/home/u", host_key_fallback=False) == (
         "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.\n"
         "ControlMaster no\n"
         "ControlPath none\n"
@@ -83,7 +83,7 @@ def test_generated_config_without_our_host_key_fallback() -> None:
 
 
 def test_fallback_config_escapes_paths_for_the_parser_and_for_glob() -> None:
-    text = fallback_config_text('/c/it\'s "dq" * ? [x] back\\slash #h $v %p ~t', home="/h")
+    text = session_config_text('/c/it\'s "dq" * ? [x] back\\slash #h $v %p ~t', home="/h")
     assert text.split("\n")[3] == 'Include "/c/it\\\'s \\"dq\\" \\\\* \\\\? \\\\[x] back\\\\\\\\slash #h $v %p ~t"'
 
 
@@ -103,7 +103,7 @@ def test_real_ssh_reads_the_users_policy_first_and_ours_as_the_fallback(tmp_path
         "Host sure\n  StrictHostKeyChecking yes\n"
         "Host *\n  User from-user-config\n"
     )
-    config = write_fallback_config(fallback_config_text(str(user), home="/nonexistent"), tmp_path / "cache")
+    config = write_fallback_config(session_config_text(str(user), home="/nonexistent"), tmp_path / "cache")
     for host, policy in SSH_G_CASES:
         seen = anyio.run(effective_host_key_policy, ssh, Destination(host), str(config), {"PATH": os.defpath})
         assert seen == policy, host
@@ -121,11 +121,11 @@ def test_real_ssh_includes_exactly_the_named_file_whatever_its_path(tmp_path: Pa
     for name in HOSTILE_CONFIG_DIRS:
         (tmp_path / name).mkdir()
         (tmp_path / name / "config").write_text("Host *\n  User included\n")
-        config = write_fallback_config(fallback_config_text(str(tmp_path / name / "config"), home="/h"), tmp_path / "c")
+        config = write_fallback_config(session_config_text(str(tmp_path / name / "config"), home="/h"), tmp_path / "c")
         done = subprocess.run([ssh, "-G", "-F", str(config), "h"], capture_output=True, text=True, check=True)
         assert "user included" in done.stdout.splitlines(), name
     (tmp_path / "st*ar" / "config").unlink()
-    config = write_fallback_config(fallback_config_text(str(tmp_path / "st*ar" / "config"), home="/h"), tmp_path / "c")
+    config = write_fallback_config(session_config_text(str(tmp_path / "st*ar" / "config"), home="/h"), tmp_path / "c")
     done = subprocess.run([ssh, "-G", "-F", str(config), "h"], capture_output=True, text=True, check=True)
     assert "user decoy" not in done.stdout.splitlines()
 
@@ -136,7 +136,7 @@ def test_real_ssh_reads_the_users_config_under_the_login_home(tmp_path: Path) ->
     assert ssh is not None
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "config").write_text("Host build\n  StrictHostKeyChecking ask\n")
-    config = write_fallback_config(fallback_config_text(None, home=str(tmp_path)), tmp_path / "cache")
+    config = write_fallback_config(session_config_text(None, home=str(tmp_path)), tmp_path / "cache")
     for host, policy in [("build", "ask"), ("other", "accept-new")]:
         assert anyio.run(effective_host_key_policy, ssh, Destination(host), str(config), {"PATH": os.defpath}) == policy
 
@@ -160,7 +160,7 @@ def test_effective_host_key_policy_reads_ssh_g_spellings(tmp_path: Path) -> None
 
 def test_fallback_config_is_written_once_under_its_content_address(tmp_path: Path) -> None:
     directory = tmp_path / "cache dir" / "ssh"
-    text = fallback_config_text(None, home="/home/u")
+    text = session_config_text(None, home="/home/u")
     path = write_fallback_config(text, directory)
     assert path == directory / f"config-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
     assert path.read_text() == text
@@ -169,13 +169,13 @@ def test_fallback_config_is_written_once_under_its_content_address(tmp_path: Pat
     before = path.stat()
     assert write_fallback_config(text, directory) == path
     assert (path.stat().st_ino, path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
-    other = write_fallback_config(fallback_config_text("none", home="/home/u"), directory)
+    other = write_fallback_config(session_config_text("none", home="/home/u"), directory)
     assert other != path
     assert sorted(p.name for p in directory.iterdir()) == sorted([path.name, other.name])  # no temporaries left
 
 
 def test_fallback_config_with_the_wrong_content_is_replaced(tmp_path: Path) -> None:
-    text = fallback_config_text(None, home="/home/u")
+    text = session_config_text(None, home="/home/u")
     path = write_fallback_config(text, tmp_path / "ssh")
     path.write_text("Host *\n  ProxyCommand touch /tmp/pwned\n")
     assert write_fallback_config(text, tmp_path / "ssh") == path
@@ -309,7 +309,7 @@ def test_the_policy_is_asked_of_ssh_once_while_the_users_config_is_unchanged(tmp
     (tmp_path / "conf").mkdir()
     user = tmp_path / "conf" / "user_config"
     user.write_text("Host strict\n  StrictHostKeyChecking ask\n")
-    config = write_fallback_config(fallback_config_text(str(user), home="/nonexistent"), tmp_path / "configs")
+    config = write_fallback_config(session_config_text(str(user), home="/nonexistent"), tmp_path / "configs")
     for path in (ssh, user, config, user.parent):  # the included file's directory is checked too
         os.utime(path, (old, old))
     cache = str(tmp_path / "ssh-g")

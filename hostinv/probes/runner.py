@@ -197,7 +197,7 @@ def _policy_config(config: str | None, cache: str | None) -> str | None:
     if config is not None and config.lower() != "none" and not (os.path.isfile(config) and os.access(config, os.R_OK)):
         return None
     try:
-        data = fallback_config_text(config, home=login_home()).encode("utf-8", "surrogateescape")
+        data = fallback_config_text(config, home=login_home(), by="hostinv").encode("utf-8", "surrogateescape")
     except ValueError:  # a path no ssh_config line can hold
         return None
     file_name = f"policy-{hashlib.sha256(data).hexdigest()[:32]}.conf"

@@ -41,10 +41,10 @@ import anyio
 
 from hostinv.causes import CAUSES, fix_for
 from hostinv.probes import PER_ADDRESS, Judgement, Verdict
-from hostinv.sshopts import login_home
+from hostinv.sshopts import host_block_text, included_files, login_home
 
 from ..errors import Cause, RemoteAcpError
-from ..targets.ssh.config import fallback_config_dir, host_block_text, included_files, write_fallback_config
+from ..targets.ssh.config import fallback_config_dir, write_fallback_config
 from .login_probe import LoginProbe
 from .report import HandshakeFacts, HostCheck
 

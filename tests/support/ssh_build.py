@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
+from hostinv.sshopts import fallback_config_text
 from remote_acp.errors import ErrorKind, RemoteAcpError
 from remote_acp.targets.launch import LaunchSpec
-from remote_acp.targets.ssh.config import fallback_config_text
 from tests.support.orphans import MARKER_NAME
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ __all__ = [
     "line_after_session_mark",
     "prepare",
     "raises_kind",
+    "session_config_text",
     "shells",
 ]
 
@@ -98,11 +99,19 @@ def prepare(target: SshTarget, command: str | Sequence[str], workspace: str) -> 
     return spec
 
 
+def session_config_text(config_file: str | None, *, home: str, host_key_fallback: bool = True) -> str:
+    """The ssh_config a session's ``ssh`` gets (see :func:`fallback_path`): no connection sharing,
+    the files ssh would read, then, with ``host_key_fallback``, our host-key policy."""
+    return fallback_config_text(
+        config_file, home=home, by="remote-acp", share_connections=False, host_key_fallback=host_key_fallback
+    )
+
+
 def fallback_path(config_file: str | None, *, host_key_fallback: bool = True) -> Path:
     """Where prepare wrote the generated config: the test's cache directory (the suite's conftest
     points ``REMOTE_ACP_CACHE_DIR`` at it)."""
     home = pwd.getpwuid(os.getuid()).pw_dir
-    text = fallback_config_text(config_file, home=home, host_key_fallback=host_key_fallback)
+    text = session_config_text(config_file, home=home, host_key_fallback=host_key_fallback)
     path = Path(os.environ["REMOTE_ACP_CACHE_DIR"]) / "ssh" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
     assert path.read_text() == text
     return path

@@ -103,7 +103,7 @@ def ssh_argv(
     known_options: frozenset[str] | None = None,
 ) -> list[str]:
     """The local argv. ``config`` is the file given to ``-F``: the generated config
-    (:func:`~remote_acp.targets.ssh.config.fallback_config_text`), which includes the user's own. A
+    (:func:`~hostinv.sshopts.fallback_config_text`), which includes the user's own. A
     host-key policy in the settings goes on the command line. ``known_options``: the names in
     :data:`PROBED_OVERRIDES` the local ssh knows (:func:`local_ssh_options`); ``None``: all.
     """

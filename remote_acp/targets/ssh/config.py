@@ -15,13 +15,12 @@ import anyio
 
 from hostinv import resolve_cache
 from hostinv.keep import write_whole
-from hostinv.ssh_keywords import config_word
 
 from ...errors import ErrorKind, RemoteAcpError
 from ...paths import CACHE_DIR_VARIABLE, cache_base
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
     from pathlib import Path
 
     from .destination import Destination
@@ -29,66 +28,12 @@ if TYPE_CHECKING:
 __all__ = [
     "effective_host_key_policy",
     "fallback_config_dir",
-    "fallback_config_text",
-    "host_block_text",
-    "included_files",
     "ssh_g_cache_dir",
     "write_fallback_config",
 ]
 
-SYSTEM_SSH_CONFIG: Final = "/etc/ssh/ssh_config"
 # How `ssh -G` spells StrictHostKeyChecking values, read back as the policy names we use.
 _SSH_G_SPELLING: Final = {"true": "yes", "false": "no", "off": "no"}
-
-
-def fallback_config_text(config_file: str | None, *, home: str, host_key_fallback: bool = True) -> str:
-    """The ssh_config given to ``-F``.
-
-    It turns connection sharing off, then includes what ssh would read without us, in ssh's order
-    (``config_file``, an absolute path, as ``ssh -F`` would; else ``HOME/.ssh/config`` and then
-    ``/etc/ssh/ssh_config``; ``none``: no file), then, with ``host_key_fallback`` (no policy was
-    chosen), sets ``StrictHostKeyChecking accept-new`` for every host. OpenSSH keeps the first
-    value it obtains for an option: nothing included can turn sharing back on, and a host-key
-    policy the included files set for the host, ``ask`` included, wins over ours. An included
-    file that does not exist is skipped, as ssh skips it.
-    ``home`` is the login's home directory (ssh finds ``~/.ssh/config`` there, whatever ``$HOME``
-    says). Paths are quoted so that Include reads exactly that file (it would expand globs).
-    """
-    included = included_files(config_file, home=home)
-    lines = [
-        "# Written by remote-acp: no connection sharing, the ssh_config ssh would read, then our defaults.",
-        # Before everything, so they win for every host, the hops a ProxyJump runs included
-        # (their ssh reads this file, not our command line).
-        "ControlMaster no",
-        "ControlPath none",
-        *(f"Include {config_word(path)}" for path in included),
-    ]
-    if host_key_fallback:
-        lines += ["Host *", "  StrictHostKeyChecking accept-new"]
-    return "\n".join(lines) + "\n"
-
-
-def included_files(config_file: str | None, *, home: str) -> list[str]:
-    """What ssh reads for ``-F config_file``: that file (``none``: nothing), else the user's
-    ``HOME/.ssh/config`` and then the system's, as an ssh_config generated for ssh includes them."""
-    if config_file is None:
-        return [os.path.join(home, ".ssh", "config"), SYSTEM_SSH_CONFIG]
-    return [] if config_file.lower() == "none" else [config_file]
-
-
-def host_block_text(address: str, options: Sequence[tuple[str, str]], included: Sequence[str], *, by: str) -> str:
-    """An ssh_config holding ``options`` (keyword, value as ssh_config text) for ``address``, then
-    ``included`` for every host; ``by`` names who wrote it, in its first line."""
-    lines = [
-        f"# Written by {by}: one host's ssh settings, then the ssh_config ssh would read.",
-        f"Host {config_word(address)}",
-        # A value is ssh_config text, written as the operator wrote it: OpenSSH takes some values
-        # raw to the end of the line (ProxyJump, ProxyCommand), so quoting would change them.
-        *(f"  {key} {value}" for key, value in options),
-        "Match all",
-        *(f"Include {config_word(path)}" for path in included),
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def fallback_config_dir() -> Path:
@@ -151,7 +96,7 @@ async def effective_host_key_policy(
     ``ssh -G`` prints the effective configuration without connecting, spelling ``yes`` as ``true``
     and ``no`` or ``off`` as ``false``. It cannot tell a value set explicitly from OpenSSH's default
     (``ask``), which is why our default travels as a fallback in the config file instead
-    (:func:`fallback_config_text`): with that file, ``ask`` means the user's configuration set it.
+    (:func:`hostinv.sshopts.fallback_config_text`): with that file, ``ask`` means the user's configuration set it.
     ``cache``: a directory where the answer is kept while what ssh read is unchanged
     (:mod:`hostinv.resolve_cache`, shared with the probes).
     """

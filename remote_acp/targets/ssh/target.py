@@ -62,11 +62,11 @@ Host keys: an explicit :attr:`SshSettings.host_key_policy` of ``yes`` (a tighten
 always gets (``-F``) a small generated config that includes the files ssh would have read (the
 explicit config file, else ``~/.ssh/config`` and ``/etc/ssh/ssh_config``); with no policy, or
 ``accept-new`` (which must never loosen a stricter config), it then sets ``StrictHostKeyChecking
-accept-new`` for every host. OpenSSH
-keeps the first value it obtains, so a policy the user's configuration sets explicitly, ``ask``
-included, wins and ours is only the fallback (:func:`fallback_config_text`). The generated files
-are kept, named by their content, under ``$REMOTE_ACP_CACHE_DIR/ssh`` (default: the platformdirs
-user cache directory of ``remote-acp``).
+accept-new`` for every host. OpenSSH keeps the first value it obtains, so a policy the user's
+configuration sets explicitly, ``ask`` included, wins and ours is only the fallback
+(:func:`~hostinv.sshopts.fallback_config_text`). The generated files are kept, named by their
+content, under ``$REMOTE_ACP_CACHE_DIR/ssh`` (default: the platformdirs user cache directory of
+``remote-acp``).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
-from hostinv.sshopts import login_home
+from hostinv.sshopts import fallback_config_text, login_home
 
 from ...errors import ErrorKind, RemoteAcpError
 from ...logs import get_logger
@@ -88,7 +88,6 @@ from .argv import local_ssh_options, ready_bound_ms, ssh_argv
 from .config import (
     effective_host_key_policy,
     fallback_config_dir,
-    fallback_config_text,
     ssh_g_cache_dir,
     write_fallback_config,
 )
@@ -308,7 +307,7 @@ def start_key(host: str, settings: SshSettings) -> str:
 
 
 def ssh_config_file(settings: SshSettings) -> str:
-    """The file ``-F`` gets: the generated config (:func:`fallback_config_text`), with our host-key
+    """The file ``-F`` gets: the generated config (:func:`~hostinv.sshopts.fallback_config_text`), with our host-key
     fallback when the settings choose no policy, written under :func:`fallback_config_dir`.
 
     :raises RemoteAcpError: ``agent_not_found`` for an explicit config file that does not exist
@@ -323,5 +322,7 @@ def ssh_config_file(settings: SshSettings) -> str:
         if os.path.realpath(config_file) == os.devnull:
             config_file = "none"  # the same (and ssh refuses to include a world-writable file)
     fallback = settings.host_key_policy in (None, "accept-new")  # never over a stricter config
-    text = fallback_config_text(config_file, home=login_home(), host_key_fallback=fallback)
+    text = fallback_config_text(
+        config_file, home=login_home(), by="remote-acp", share_connections=False, host_key_fallback=fallback
+    )
     return str(write_fallback_config(text, fallback_config_dir()))
