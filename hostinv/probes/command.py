@@ -6,9 +6,10 @@ zsh, fish, csh...), so the command is one fixed line every shell reads the same 
 no ``$``, no data. The script and every byte of data reach ``/bin/sh`` through stdin.
 
 The data (the agent program and the workspace) sit in the script as one line of octal escapes
-(``\\0ooo``, decoded by ``printf %b``) and harmless characters, which decodes to assignments
-quoted by :func:`shlex.quote`: no shell reads a byte of it as code, whatever it holds. A dotfile
-that eats part of stdin can make the report wrong or absent (the parser says so), never run data.
+(``\\0ooo``, decoded by ``printf %b``) and harmless characters (:mod:`hostinv.shell_data`, as
+in a session's script), which decodes to assignments quoted by :func:`shlex.quote`: no shell
+reads a byte of it as code, whatever it holds. A dotfile that eats part of stdin can make the
+report wrong or absent (the parser says so), never run data.
 
 The report (see :mod:`hostinv.probes.parse`) is ``key=value`` lines between :data:`REPORT_HEADER`
 and :data:`REPORT_END`. Every value is escaped on the host (``\\\\``, and ``\\xNN`` for each
@@ -37,6 +38,7 @@ from __future__ import annotations
 import shlex
 from typing import Final
 
+from ..shell_data import data_line
 from ..slots import PRIVATE, slot_dir_lines
 
 __all__ = [
@@ -64,8 +66,6 @@ LOGIN_TIMEOUT_S: Final = 3
 MAX_VALUE_CHARS: Final = 1024
 """Bytes of a value the host escapes and prints; the rest is dropped there."""
 
-# Kept as they are in the data line: none quotes, separates, expands or escapes in any shell.
-_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._,:+=@%-")
 _LOGIN_MARK = "hostinv-login-path"
 
 # The body, after the data line. LC_ALL=C: byte-wise patterns and C number formats in every
@@ -356,7 +356,8 @@ _SHIPPED_BODY: Final = "\n".join(line for line in _BODY.splitlines() if not line
 
 
 def _data_line(agent_program: str, workspace: str, login_lookup: bool, version_lookup: bool, slot_prefix: str) -> str:
-    raw = "\n".join(
+    return data_line(
+        "_hp_data",
         [
             f"_hp_prog={shlex.quote(agent_program)}",
             f"_hp_ws={shlex.quote(workspace)}",
@@ -364,9 +365,8 @@ def _data_line(agent_program: str, workspace: str, login_lookup: bool, version_l
             f"_hp_ver={'1' if version_lookup else ''}",
             f"_hp_slotp={shlex.quote(slot_prefix)}",
             "_hp_complete=1",
-        ]
-    ).encode("utf-8", "surrogateescape")
-    return "_hp_data='" + "".join(chr(b) if b in _PLAIN else f"\\0{b:03o}" for b in raw) + "'"
+        ],
+    )
 
 
 def _slot_dir(slot_prefix: str) -> list[str]:

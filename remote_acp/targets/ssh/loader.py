@@ -12,8 +12,9 @@ script and every byte of data reach ``/bin/sh`` and nothing else, whatever the l
 
 The data (workspace, command words or fragment, carried environment) sit in the script as one
 line, ``_ra_data='...'`` (:func:`data_line`), of octal escapes (``\\0ooo``, decoded by ``printf
-%b``) and harmless characters (:data:`PLAIN`). Decoded, it is a POSIX sh snippet of assignments
-quoted by :func:`shlex.quote`. No line of the prefix means anything but an assignment to a
+%b``) and harmless characters (:data:`hostinv.shell_data.PLAIN`), the encoding a probe's script
+carries its data in too. Decoded, it is a POSIX sh snippet of assignments quoted by
+:func:`shlex.quote`. No line of the prefix means anything but an assignment to a
 shell, whichever shell reads it and from wherever it starts reading: a dotfile that reads some of
 stdin can make the session fail, never run a word of the data.
 
@@ -25,6 +26,8 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Final
 
+from hostinv import shell_data
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -34,7 +37,6 @@ __all__ = [
     "END_MARK",
     "EXIT_INCOMPLETE",
     "INCOMPLETE_MARK",
-    "PLAIN",
     "data_line",
     "stdin_prefix",
 ]
@@ -46,9 +48,6 @@ END_MARK: Final = "# remote-acp end"
 EXIT_INCOMPLETE: Final = 98
 INCOMPLETE_MARK: Final = "remote-acp: the session script sent on stdin did not arrive whole"
 ANOTHER_SHELL: Final = " (another shell, started by a login script, read it as its commands)"
-PLAIN: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._,:+=@%-")
-"""The bytes the data line keeps as they are: none of them quotes, separates, expands or escapes
-in any shell, so no run of them, cut anywhere, is more than one word."""
 
 
 def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -69,8 +68,7 @@ def data_line(workspace: str, command: str | Sequence[str], env: Mapping[str, st
         lines += [f"set -- {shlex.join(command_argv(list(command)))}", "_ra_cmd=", "_ra_list=1"]
     exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in (env or {}).items())
     lines += [f"_ra_env={shlex.quote('export ' + exports) if exports else ''}", "_ra_complete=1"]
-    raw = "\n".join(lines).encode("utf-8", "surrogateescape")
-    return "_ra_data='" + "".join(chr(b) if b in PLAIN else f"\\0{b:03o}" for b in raw) + "'"
+    return shell_data.data_line("_ra_data", lines)
 
 
 def stdin_prefix(script: str, *, whole_input: bool = False) -> bytes:

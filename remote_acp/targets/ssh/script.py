@@ -35,9 +35,10 @@ import secrets
 import shlex
 from typing import TYPE_CHECKING, Final
 
+from hostinv.shell_data import PLAIN
 from hostinv.slots import PRIVATE, slot_dir_lines
 
-from .loader import END_MARK, EXIT_INCOMPLETE, INCOMPLETE_MARK, PLAIN, data_line
+from .loader import END_MARK, EXIT_INCOMPLETE, INCOMPLETE_MARK, data_line
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
