@@ -1,0 +1,207 @@
+"""The relay: what holds a reattachable session on the host, outliving every ssh connection.
+
+The start step runs it detached (``setsid``, its standard streams on ``/dev/null`` and a log, no
+descriptor of the ssh channel) as ``sh -c TEXT ra-relay D TOKEN AGENT ARGS...``, with descriptor
+9 the slot's lock. It starts, in the session directory ``D`` (see :mod:`.segments`):
+
+* the agent, stdin the ``in`` FIFO, stdout the ``out`` FIFO, stderr the ``err`` FIFO, its
+  environment marked ``_RA_SESSION=TOKEN.`` so descendants that leave its tree are still found;
+* the spooler: the agent's output into ``o.*`` segments, one ``dd`` read at a time, never more
+  than the bound unacknowledged (beyond it the spooler stops reading and the agent's writes block:
+  backpressure, not loss);
+* the feeder: ``i.*`` segments into the agent's stdin, each byte once. The relay itself holds the
+  ``in`` FIFO read-write for as long as the feeder starts, so no open blocks and the agent sees an
+  end of file only when the feeder, its last writer, ends (the controller closed its input);
+* the agent's stderr: its first MiB kept in ``agent.err``, the rest read and dropped.
+
+Then it watches, once a second: an attached connection holds ``attach.lock`` exclusively, so a
+shared lock that succeeds means nobody is attached. Nobody attached for the window: the agent's
+whole tree is ended (TERM, KILL after the grace), the slot freed, ``D`` removed. The agent ended
+and the controller acknowledged all its output: the same teardown. Whatever the relay signals is
+computed when it signals (the agent while it is still its child; descendants from ``/proc``;
+marked processes from their environment), never remembered, since a pid may be reused.
+
+Descriptors are closed with ``exec`` inside each subshell: a redirection on a function call
+makes dash keep a saved copy (descriptor 10 and up) for as long as the function runs, and a saved
+copy of the ``in`` FIFO's write end would keep the agent's stdin open forever.
+"""
+
+from __future__ import annotations
+
+from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds
+
+__all__ = ["relay_script"]
+
+_RELAY = r"""
+D=$1; _ra_token=$2; shift 2
+cd "$D" || exit 1
+echo $$ >"$D/relay.pid"
+
+_ra_spool() {
+  _ra_st=0 _ra_sz=0 _ra_unk=0 _ra_ack=0
+  _ra_name "$D/o" 0; _ra_seg=$_ra_v
+  while :; do
+    if [ $((_ra_sz + _ra_unk)) -ge __SEGMENT__ ] ||
+       [ $((_ra_st + _ra_sz + _ra_unk - _ra_ack + _ra_bs)) -gt __BOUND__ ]; then
+      # dd did not say how much it copied: the segment's size does
+      if [ "$_ra_unk" -gt 0 ]; then _ra_size "$_ra_seg"; _ra_sz=$_ra_v; _ra_unk=0; fi
+      if [ "$_ra_sz" -ge __SEGMENT__ ]; then
+        _ra_st=$((_ra_st + _ra_sz)); _ra_sz=0
+        _ra_name "$D/o" "$_ra_st"; _ra_seg=$_ra_v; : >>"$_ra_seg"
+      fi
+      # full: the agent blocks on its pipe until the controller acknowledges
+      while _ra_read_ack; _ra_drop; [ $((_ra_st + _ra_sz - _ra_ack + _ra_bs)) -gt __BOUND__ ]; do
+        sleep 0.1
+      done
+    fi
+    dd bs=$_ra_bs count=1 >>"$_ra_seg" 2>"$D/dd.out"
+    _ra_ddcount "$D/dd.out" "$_ra_bs"
+    case $_ra_n in
+      0) break ;;
+      '') _ra_unk=$((_ra_unk + _ra_rec * _ra_bs)) ;;
+      *) _ra_sz=$((_ra_sz + _ra_n)) ;;
+    esac
+    _ra_ring_armed
+  done
+  [ "$_ra_unk" -gt 0 ] && { _ra_size "$_ra_seg"; _ra_sz=$_ra_v; }
+  echo $((_ra_st + _ra_sz)) >"$D/out.eof.tmp" && mv "$D/out.eof.tmp" "$D/out.eof"
+  _ra_ring "$D/obell"
+}
+# A torn read of "ack" gives a prefix of the number: smaller, and still true.
+_ra_read_ack() {
+  _ra_a=; { read -r _ra_a <"$D/ack"; } 2>/dev/null
+  case $_ra_a in ''|*[!0-9]*) ;; *)
+    [ "$_ra_a" -gt "$_ra_ack" ] && [ "$_ra_a" -le $((_ra_st + _ra_sz + _ra_unk)) ] && _ra_ack=$_ra_a ;;
+  esac
+}
+# A segment whose successor starts at or before the ack is acknowledged whole.
+_ra_drop() {
+  _ra_pr=
+  for _ra_g in "$D"/o.*; do
+    if [ -n "$_ra_pr" ]; then _ra_dec "$_ra_g"; [ "$_ra_v" -le "$_ra_ack" ] || break; rm -f "$_ra_pr"; fi
+    _ra_pr=$_ra_g
+  done
+}
+
+_ra_feed() {
+  exec 6<>"$D/ibell"
+  _ra_name "$D/i" 0; _ra_fseg=$_ra_v
+  exec 5<"$_ra_fseg"
+  while :; do
+    _ra_e=; [ -e "$D/in.eof" ] && _ra_e=1
+    _ra_nextseg "$D/i" "$_ra_fseg"; _ra_next=$_ra_v
+    cat <&5 >&4 || return 1
+    if [ -n "$_ra_next" ]; then
+      rm -f "$_ra_fseg"; _ra_fseg=$_ra_next; exec 5<"$_ra_fseg"
+      _ra_dec "$_ra_fseg"; echo "$_ra_v" >"$D/in.fed"
+      continue
+    fi
+    [ -n "$_ra_e" ] && return 0
+    IFS= read -r _ra_x <&6
+  done
+}
+
+_ra_stat() {
+  _ra_s= _ra_state= _ra_pp=
+  { read -r _ra_s <"/proc/$1/stat"; } 2>/dev/null
+  _ra_s=${_ra_s##*) }
+  set -- $_ra_s
+  _ra_state=${1-} _ra_pp=${2-}
+}
+_ra_tree() {
+  cat /proc/[0-9]*/stat 2>/dev/null | sed -n 's/^\([0-9][0-9]*\) .*) \([A-Za-z]\) \([0-9][0-9]*\) .*/\1 \3 \2/p' |
+  awk -v roots="$*" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) root[r[i]] = 1 }
+    $3 != "Z" { parent[$1] = $2 }
+    END { for (p in parent) { q = p; n = 0
+            while (!(q in root) && (q in parent) && q > 1 && n < 64) { q = parent[q]; n++ }
+            if (q in root) print p } }'
+}
+_ra_marked() {
+  for _ra_m in $(grep -l -s -a "_RA_SESSION=$_ra_token\." /proc/[0-9]*/environ 2>/dev/null); do
+    _ra_m=${_ra_m#/proc/}; echo "${_ra_m%/environ}"
+  done
+}
+# The agent (while it is still our child) last: what it started is signalled first.
+_ra_targets() {
+  _ra_ag=; _ra_stat "$_ra_agent"; [ "$_ra_pp" = $$ ] && [ "$_ra_state" != Z ] && _ra_ag=$_ra_agent
+  _ra_mk=$(_ra_marked)
+  [ -n "$_ra_ag$_ra_mk" ] || return 0
+  _ra_tree $_ra_ag $_ra_mk | awk -v a="$_ra_ag" '$1 != a && !seen[$1]++ { print $1 } END { if (a != "") print a }'
+}
+_ra_kill_tree() {
+  _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
+  kill -TERM $_ra_set 2>/dev/null
+  _ra_i=0
+  while [ "$_ra_i" -lt __GRACE__ ]; do
+    sleep 1; _ra_i=$((_ra_i + 1))
+    _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
+  done
+  kill -KILL $_ra_set 2>/dev/null
+}
+
+exec 4<>"$D/in"
+( exec 4>&- 9>&-; _ra_spool ) <"$D/out" 2>>"$D/relay.log" &
+_ra_spooler=$!
+( export _RA_SESSION="$_ra_token."; exec "$@" ) <"$D/in" >"$D/out" 2>"$D/err" 4>&- &
+_ra_agent=$!
+( exec 4>&- 9>&-; dd bs=65536 count=16 >>"$D/agent.err" 2>/dev/null; exec cat >/dev/null ) <"$D/err" &
+( exec 9>&-; _ra_feed ) </dev/null >/dev/null 2>>"$D/relay.log" &
+_ra_feeder=$!
+exec 4>&- 8>>"$D/attach.lock"
+trap '' HUP PIPE  # only now: the agent must not inherit an ignored SIGPIPE
+
+# Whole seconds of uptime, without a fork.
+_ra_now() { read -r _ra_t _ra_x <"/proc/uptime"; _ra_t=${_ra_t%.*}; }
+# The end, with nobody attached (we hold the lock) and nobody attaching again ("expired").
+_ra_end() {
+  echo "end: $1" >>"$D/relay.log"
+  : >"$D/expired"
+  [ -n "$_ra_rc" ] || _ra_kill_tree
+  _ra_agent=0; _ra_kill_tree
+  kill -TERM "$_ra_feeder" "$_ra_spooler" 2>/dev/null
+  exec 9>&-
+  trap '' TERM; kill -TERM 0 2>/dev/null  # our process group: a dd or cat still blocked
+  cd / && rm -rf "$D"
+  exit 0
+}
+_ra_now; _ra_seen=$_ra_t; _ra_rc=
+while :; do
+  sleep 1 & wait $!
+  _ra_now
+  if flock -n -s 8; then flock -u 8; _ra_att=; else _ra_att=1; _ra_seen=$_ra_t; fi
+  if [ -z "$_ra_rc" ]; then
+    _ra_stat "$_ra_agent"
+    if [ "$_ra_pp" != $$ ] || [ "$_ra_state" = Z ]; then
+      wait "$_ra_agent"; _ra_rc=$?
+      echo "$_ra_rc" >"$D/rc"
+      _ra_agent=0; _ra_kill_tree  # what the agent left behind
+      exec 9>&-                   # the slot is free while the controller drains the output
+    fi
+  fi
+  if [ -n "$_ra_rc" ] && [ -e "$D/out.eof" ]; then
+    read -r _ra_e <"$D/out.eof"; _ra_a=; { read -r _ra_a <"$D/ack"; } 2>/dev/null
+    case $_ra_a in ''|*[!0-9]*) _ra_a=0 ;; esac
+    [ "$_ra_a" -ge "$_ra_e" ] && flock -n -x 8 && _ra_end "done rc=$_ra_rc, all $_ra_e bytes acknowledged"
+  fi
+  if [ -z "$_ra_att" ] && [ $((_ra_t - _ra_seen)) -ge __WINDOW__ ] && flock -n -x 8; then
+    _ra_end "nothing attached for __WINDOW__ s"
+  fi
+done
+"""
+
+
+def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGMENT, bound: int = DEFAULT_BOUND) -> str:
+    """The relay's text (see the module docstring): ``window_s`` seconds with nothing attached
+    before the session ends, ``grace_s`` between TERM and KILL, output ``segment`` size and the
+    ``bound`` of unacknowledged output.
+
+    :raises ValueError: a window or grace below 1 s, or bounds :func:`.segments.check_bounds` refuses.
+    """
+    for name, value in (("window_s", window_s), ("grace_s", grace_s)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1")
+    check_bounds(segment, bound)
+    return SEGMENT_HELPERS + _RELAY.replace("__WINDOW__", str(window_s)).replace("__GRACE__", str(grace_s)).replace(
+        "__SEGMENT__", str(segment)
+    ).replace("__BOUND__", str(bound))

@@ -1,0 +1,116 @@
+"""The start of a reattachable session: what the first connection runs after the go-ahead.
+
+Run as ``sh -c TEXT ra-start AGENT ARGS...``, it reads one line from stdin, ``ID SECRET``, and
+then, with ``umask 077``: refuses a host that ends what a login leaves behind (the host check of
+:mod:`.host_check`, when asked for: exit :data:`EXIT_NO_WINDOW`); makes the session directory
+``BASE/s-ID`` (mode 0700; BASE is the user's private slot directory, see :mod:`hostinv.slots`);
+stores the secret's sha256 (``printf`` is a builtin, so the secret is never in an argv or an
+environment; without ``sha256sum`` the secret itself, 0600 in a 0700 directory); makes the FIFOs
+and the first segments; takes a slot as the session script does (``flock`` on descriptor 9,
+exit :data:`~remote_acp.targets.ssh.script.EXIT_AT_CAPACITY` with
+:data:`~remote_acp.targets.ssh.script.AT_CAPACITY_MARK` when every slot is held); starts the relay
+(:mod:`.holder`) detached with ``setsid`` where there is one; and then is the session's first
+attachment (:mod:`.attach`), at offsets 0 and 0, with no secret to check.
+
+The relay gets the slot's descriptor and keeps it until the agent ends or the window expires;
+the start step closes its own copy before it attaches, so the connection holds no slot.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Final
+
+from ..script import AT_CAPACITY_MARK, EXIT_AT_CAPACITY, EXIT_NO_SLOTS, check_count
+from .attach import REFUSED_MARK, attach_body, attach_prelude
+from .holder import relay_script
+from .host_check import NO_WINDOW_MARK, host_check_script
+from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT
+
+__all__ = ["EXIT_BAD_START", "EXIT_NO_WINDOW", "start_script"]
+
+EXIT_NO_WINDOW: Final = 89
+"""The host would not keep a detached session (the host check's verdict): nothing started."""
+EXIT_BAD_START: Final = 88
+"""A start request with a bad session id, or for a session that exists already."""
+
+_START = r"""
+umask 077
+IFS=' ' read -r _ra_id _ra_secret || _ra_refuse __BAD__ "no request"
+case $_ra_id in ''|*[!A-Za-z0-9]*) _ra_refuse __BAD__ "bad session id" ;; esac
+[ -d "$_ra_base" ] || mkdir -p -m 700 -- "$_ra_base" || _ra_refuse __NOSLOTS__ "no slot directory"
+D=$_ra_base/s-$_ra_id
+mkdir -m 700 -- "$D" || _ra_refuse __BAD__ "session exists"
+if command -v sha256sum >/dev/null 2>&1; then
+  _ra_h=$(printf '%s' "$_ra_secret" | sha256sum); echo "sha256 ${_ra_h%% *}" >"$D/key"
+else
+  printf 'plain %s\n' "$_ra_secret" >"$D/key"
+fi
+_ra_secret=
+mkfifo "$D/in" "$D/out" "$D/err" "$D/obell" "$D/ibell" || { rm -rf "$D"; _ra_refuse __NOSLOTS__ "cannot make FIFOs"; }
+_ra_name "$D/o" 0; : >"$_ra_v"; _ra_name "$D/i" 0; : >"$_ra_v"
+_ra_k=0
+while :; do
+  _ra_k=$((_ra_k + 1))
+  if [ "$_ra_k" -gt __CAPACITY__ ]; then
+    rm -rf "$D"; printf '%s %s\n' __AT_CAPACITY__ __CAPACITY__ >&2; _ra_refuse __ATCAP__ "at capacity"
+  fi
+  exec 9>>"$_ra_base/slot-$_ra_k"
+  flock -n 9 && break
+  exec 9>&-
+done
+# A new session, so nothing aimed at this login's process group or session reaches the relay;
+# no descriptor of the ssh channel, or sshd would keep the channel open for it.
+if command -v setsid >/dev/null 2>&1; then _ra_ss=setsid; else _ra_ss=; fi
+$_ra_ss __SHELL__ -c "$_ra_relay" ra-relay "$D" "$_ra_id" "$@" </dev/null >/dev/null 2>>"$D/relay.log" &
+exec 9>&-
+_ra_relay=
+_ra_fresh=1 _ra_k=0 _ra_j=0 _ra_mode=start
+"""
+
+
+def start_script(
+    base: str,
+    *,
+    window_s: int,
+    capacity: int,
+    grace_s: int = 3,
+    segment: int = DEFAULT_SEGMENT,
+    bound: int = DEFAULT_BOUND,
+    shell: str = "/bin/sh",
+    check_host: bool = True,
+) -> str:
+    """The start step's text (see the module docstring). ``base``: the directory of the user's
+    slots, where the session directory is made; ``window_s``: how long the session waits with
+    nothing attached; ``capacity``: the host's agent slots; ``grace_s``: between TERM and KILL
+    when the tree is ended; ``segment``, ``bound``: see :mod:`.segments`; ``shell``: the command
+    that runs the relay (words, e.g. ``busybox sh``); ``check_host``: run the host check first.
+
+    :raises ValueError: for a count below 1, bounds :func:`.segments.check_bounds` refuses, or a
+        base that is not an absolute path.
+    """
+    check_count("capacity", capacity)
+    if not base.startswith("/") or "\n" in base:
+        raise ValueError("the base must be an absolute path on one line")
+    relay = relay_script(window_s=window_s, grace_s=grace_s, segment=segment, bound=bound)
+    lines = [
+        f'_ra_refuse() {{ printf \'%s %s\\n\' {REFUSED_MARK} "$2"; exit "$1"; }}',
+    ]
+    if check_host:
+        lines += [
+            f"_ra_check=$({shell} -c {shlex.quote(host_check_script())})",
+            "case $_ra_check in *verdict=refuse*)",
+            f"  printf '%s %s\\n' {shlex.quote(NO_WINDOW_MARK)} \"${{_ra_check#*reason=}}\" >&2",
+            f'  _ra_refuse {EXIT_NO_WINDOW} "no reattach window on this host" ;;',
+            "esac",
+        ]
+    lines.append(f"_ra_relay={shlex.quote(relay)}")
+    start = (
+        _START.replace("__BAD__", str(EXIT_BAD_START))
+        .replace("__NOSLOTS__", str(EXIT_NO_SLOTS))
+        .replace("__ATCAP__", str(EXIT_AT_CAPACITY))
+        .replace("__AT_CAPACITY__", shlex.quote(AT_CAPACITY_MARK))
+        .replace("__CAPACITY__", str(capacity))
+        .replace("__SHELL__", shell)
+    )
+    return "\n".join(lines) + "\n" + attach_prelude(base) + start + attach_body(segment=segment, bound=bound)
