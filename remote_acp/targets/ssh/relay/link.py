@@ -10,7 +10,7 @@
   a connection attaches (``in=J'`` in the header: what it has), so the link keeps the last
   :data:`~.segments.DEFAULT_BOUND` bytes sent; what was lost in the cut connection is at most
   what its buffers held, and a reattach resends from ``J'``. A host that confirms less than the
-  link still keeps is a loss the link says so (:class:`RemoteAcpError`), never papers over.
+  link still keeps is a loss: the link raises :class:`RemoteAcpError` rather than paper over it.
 
 The I/O around it: open a connection running the attach step (or the start step), write
 :meth:`Link.attach_request`, read the header line and give it to :meth:`Link.attached`, write
