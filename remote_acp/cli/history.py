@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from hostinv.keep import untrusted
 
-from ..paths import state_root
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
@@ -49,6 +47,10 @@ class HistoryError(Exception):
 def default_state_dir() -> Path:
     """``$REMOTE_ACP_STATE_DIR``, else the platformdirs user state directory (see
     :mod:`remote_acp.paths`)."""
+    # Seam: the lookup of the state directory (platformdirs, about 4 ms) loads when the history is
+    # first used: a run records its session once the agent has run, not on the way to it.
+    from ..paths import state_root
+
     return state_root()
 
 
@@ -123,8 +125,7 @@ class SessionHistory:
 
     @cached_property
     def path(self) -> Path:
-        """The history file. Found when first used, not when made: a run records its session once
-        the agent has run, and looking up the state directory is not on the way to the agent."""
+        """The history file, found when first used (see :func:`default_state_dir`)."""
         return (self._directory or default_state_dir()) / "sessions.jsonl"
 
     @property

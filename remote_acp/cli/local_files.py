@@ -91,7 +91,7 @@ def output_gone() -> NoReturn:
 
 def checked_workflow(path: str) -> Workflow:
     """The checked workflow at ``path`` (its warnings logged); errors end the command, status 2."""
-    # Seam: the configuration machinery (pydantic and YAML, about 100 ms) loads only when a
+    # Seam: the configuration machinery (pydantic and YAML, about 80 ms) loads only when a
     # command is given a workflow file; a plain run or check starts without it.
     from ..config import ConfigError, load_workflow
 

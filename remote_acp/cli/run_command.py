@@ -1,8 +1,7 @@
 """``remote-acp run``: the command line of a run, read into a :class:`~.run.RunRequest` and run.
 
-Two seams keep a plain local run quick to reach its agent: the session machinery (:mod:`.run`)
-loads after the supervisors' launcher has started, so that its start runs beside those imports;
-and ssh and the inventory (:mod:`.run_remote`) load only for a run on a host.
+ssh and the inventory (:mod:`.run_remote`) load only for a run on a host: a local run reaches its
+agent without them.
 """
 
 from __future__ import annotations
@@ -23,13 +22,11 @@ from .history import HistoryError, SessionHistory
 from .local_files import LocalIoError, checked_workflow, discard_stdout
 from .params import absolute_workspace, no_nul
 from .resume import resumed_where
+from .run import RunRequest, run_prompts
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from ..fleet.pool import HostPool
     from ..targets.launch import LaunchTarget
-    from .run import RunRequest
 
 __all__ = ["run"]
 
@@ -173,10 +170,7 @@ def run(
     # The soft open-file limit (often 1024) is raised for this process and the agent it starts,
     # before the launcher starts: the launcher keeps the limit it started with.
     raise_open_file_limit()
-    prestart_launcher()
-    # Seam: the session machinery (about 55 ms of imports) loads while the launcher starts beside it.
-    from .run import RunRequest, run_prompts
-
+    prestart_launcher()  # it starts beside the event loop's imports and the session's set-up
     workflow = checked_workflow(config_file) if config_file is not None else None
     if agent is None and workflow is None:
         raise click.UsageError("give the agent: --agent, or --config with a workflow file")
@@ -259,13 +253,13 @@ def run(
         wait_for_slot_s=wait_for_slot,
         max_tokens=max_tokens if max_tokens is not None else workflow.config.agent.max_tokens if workflow else None,
     )
-    code = anyio.run(_collecting, run_prompts, request)
+    code = anyio.run(_collecting, request)
     if code in (EXIT_BROKEN_PIPE, EXIT_LOCAL_IO):
         discard_stdout()
     sys.exit(code)
 
 
-async def _collecting(run_prompts: Callable[[RunRequest], Awaitable[int]], request: RunRequest) -> int:
+async def _collecting(request: RunRequest) -> int:
     """``run_prompts(request)`` once start-up is done, the event loop's own imports included: what
     start-up built (modules, classes, options) is frozen out of the collector's reach, and the
     collector is back on for what the session itself allocates."""
