@@ -1,6 +1,7 @@
 """The probe script, run for real by local shells with the script on stdin, as sshd's login would:
 the agent, found on PATH (or not), its version asked and bounded (an agent that hangs, one that
-answers at once, one that cannot start), hostile names that stay data, and the script itself.
+answers at once, one that cannot start, a watcher the probe's death left behind, whose command's
+pid another process took), hostile names that stay data, and the script itself.
 
 Each test builds a small world in a temporary directory (an agent that answers, one that hangs, a
 missing workspace) and reads the report through the parser, so script and parser are proven
@@ -11,20 +12,26 @@ of the host and the workspace in test_hostinv_probe_host.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from hostinv.probes import PROBE_COMMAND, Verdict, judge_report, parse_report, probe_script
+from tests.support import pid_reuse
+from tests.support.pid_reuse import namespace_prefix
 from tests.support.probe_run import RUN_TIMEOUT_S, SHELLS, SYSTEM_PATH, run_probe, tool_dir, write_script
 from tests.support.processes import alive, all_gone, cmdline, processes, wait_for
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+PID_REUSE = pid_reuse.__file__
 
 pytestmark = pytest.mark.process  # every test but two runs a shell, as sshd's login would
 
@@ -127,6 +134,57 @@ def test_a_quick_agent_never_waits_for_the_bound(tmp_path: Path) -> None:
     wait_for(
         lambda: not processes(lambda pid: cmdline(pid) == b"sleep\x0023\x00"), "the watchers' sleeps to end", within=5
     )
+
+
+ORPHAN_LIMIT_S = 3  # the probe's steps before the swap take a fraction of it, on a loaded machine too
+
+
+def _orphaned_watcher(tmp_path: Path, shell: str, *, setsid: bool, swap: bool) -> dict[str, Any]:
+    """What tests/support/pid_reuse.py saw, run with ``shell`` as ``/bin/sh`` in a PID namespace of
+    its own; skips where there is none to be had."""
+    prefix = namespace_prefix()
+    binary = shutil.which(shell)
+    if prefix is None or binary is None:
+        pytest.skip(f"needs {shell} and a PID namespace of our own (unshare, root or user namespaces)")
+    bin_dir = tmp_path / "bin"
+    write_script(bin_dir / "fake-agent", f'echo "$$" >{tmp_path}/agent-pid\nread -r x <{tmp_path}/agent-fifo\n')
+    tools = f"{bin_dir}:{SYSTEM_PATH}" if setsid else f"{bin_dir}:{tool_dir(tmp_path, ['uname', 'sleep', 'pkill'])}"
+    script = tmp_path / "probe.sh"
+    script.write_text(probe_script("fake-agent", "", version_timeout_s=ORPHAN_LIMIT_S, login_lookup=False))
+    mode = "swap" if swap else "keep"
+    argv = [*prefix, sys.executable, PID_REUSE, binary, str(script), str(tmp_path), tools, str(ORPHAN_LIMIT_S), mode]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr
+    seen: dict[str, Any] = json.loads(done.stdout)
+    assert seen["probe_shell"] == [os.stat(binary).st_dev, os.stat(binary).st_ino], seen  # that shell ran it
+    return seen
+
+
+@pytest.mark.parametrize("setsid", [True, False], ids=["setsid", "no-setsid"])
+@pytest.mark.parametrize("shell", ["dash", "bash", "busybox"])
+def test_an_orphaned_watcher_kills_no_process_that_took_its_command_s_pid(
+    tmp_path: Path, shell: str, setsid: bool
+) -> None:
+    """The probe's shells are killed while the agent's ``--version`` runs (the link dropped), so
+    the watcher is orphaned; the agent ends, and another process, leading a process group of its
+    own, gets its pid: real pid reuse, forced with ``ns_last_pid`` in a PID namespace of the
+    test's own (tests/support/pid_reuse.py). At the end of its limit, the watcher must end
+    without killing that process, in each shell as ``/bin/sh`` (the probe's and the watcher's)."""
+    seen = _orphaned_watcher(tmp_path, shell, setsid=setsid, swap=True)
+    # The pid was taken by another process, before the watcher's limit: the case is real.
+    assert seen["agent_ended"] and seen["stranger"] == seen["agent"] and seen["armed"], seen
+    assert seen["stranger_start"] != seen["agent_start"], seen
+    assert seen["watcher_gone"], seen  # ended at its limit, orphaned or not
+    assert seen["stranger_alive"], seen  # and killed nothing that was not its command
+
+
+@pytest.mark.parametrize("setsid", [True, False], ids=["setsid", "no-setsid"])
+@pytest.mark.parametrize("shell", ["dash", "bash", "busybox"])
+def test_an_orphaned_watcher_still_kills_its_command(tmp_path: Path, shell: str, setsid: bool) -> None:
+    # The control: the same, but the agent runs on past the limit. The watcher reads the same
+    # start time again, in each shell, and kills it.
+    seen = _orphaned_watcher(tmp_path, shell, setsid=setsid, swap=False)
+    assert seen["agent_killed"] and seen["watcher_gone"], seen
 
 
 def test_a_hanging_agent_is_bounded_without_setsid(tmp_path: Path) -> None:

@@ -103,6 +103,8 @@ _hp_put() {
 }
 _hp_unavailable() { _hp_miss=${_hp_miss:+$_hp_miss,}$1; }
 _hp_int() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
+# _hp_start: _hp_st, the start time of process _hp_p (_START_TIME, below), empty without /proc.
+_hp_start() { __START_TIME__; _hp_int "$_hp_st" || _hp_st=; }
 # _hp_owned DIR UID: DIR is UID's. test -O (the effective uid's) where the shell's test has it,
 # else the owner column of ls -ldn.
 _hp_owned() {
@@ -123,7 +125,14 @@ _hp_owned() {
 # and kept the probe for the whole LIMIT. Without setsid (macOS, a trimmed host) that watcher is
 # the one left, and only the command and its children (pkill -P) can be found: a grandchild that
 # holds the output open keeps the probe waiting until the runner's own timeout. Either way
-# nothing outlives this function.
+# nothing outlives this function while this shell lives.
+#
+# A watcher outlives this shell when the shell is killed (the link dropped): it still kills at
+# the end of its sleep, by then maybe another process's pid and group (pids wrap quickly on a
+# busy host). So it kills only the process it was started for: where /proc is, the command's
+# start time (_hp_start) is read here, while the command is this shell's child and unreaped, so
+# that its pid cannot name another process yet, and the watcher reads it again after its sleep
+# and kills nothing when it changed or the process is gone. Without /proc it kills as before.
 _hp_bounded() {
   _hp_lim=$1 _hp_in=$2; shift 2
   if [ -n "$_hp_in" ]; then
@@ -132,8 +141,11 @@ _hp_bounded() {
     $_hp_sid "$@" </dev/null 2>&1 &
   fi
   _hp_p=$!
+  _hp_start; _hp_born=$_hp_st
   if [ -n "$_hp_sid" ]; then
-    $_hp_sid /bin/sh -c 'sleep "$1"; kill -s KILL -- "-$2"; kill -s KILL "$2"' hostinv-watch "$_hp_lim" "$_hp_p" \
+    $_hp_sid /bin/sh -c '_hp_p=$2 _hp_born=$3; sleep "$1"
+      if [ -n "$_hp_born" ]; then __START_TIME__; [ "$_hp_st" = "$_hp_born" ] || exit 0; fi
+      kill -s KILL -- "-$_hp_p"; kill -s KILL "$_hp_p"' hostinv-watch "$_hp_lim" "$_hp_p" "$_hp_born" \
       </dev/null >/dev/null 2>&1 &
     _hp_w=$!
     wait "$_hp_p"; _hp_rc=$?
@@ -146,6 +158,7 @@ _hp_bounded() {
       sleep "$_hp_lim" </dev/null >/dev/null 2>&1 & _hp_s=$!
       [ -n "$_hp_t" ] || wait "$_hp_s"
       if [ -n "$_hp_t" ]; then kill "$_hp_s" 2>/dev/null; exit 0; fi
+      if [ -n "$_hp_born" ]; then _hp_start; [ "$_hp_st" = "$_hp_born" ] || exit 0; fi
       pkill -KILL -P "$_hp_p" 2>/dev/null; kill -s KILL "$_hp_p" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
     _hp_w=$!
     wait "$_hp_p"; _hp_rc=$?
@@ -350,6 +363,18 @@ printf '%s%s\n' "$_hp_rep" '__END__'
 """
 
 
+# Sets _hp_st to the start time of process $_hp_p (clock ticks since boot; a pid reused since
+# has another), field 22 of /proc/PID/stat, read by shell builtins only (no process: each costs
+# the host milliseconds). The command name, field 2, may hold anything, spaces, parentheses and
+# line breaks included: the lines are joined, and everything up to the last ") " dropped, which
+# leaves field 3 as $1. Empty when the file cannot be read; it clobbers the positional
+# parameters, so it runs in a function or after they were saved. No single quote: the watcher
+# runs it inside one.
+_START_TIME: Final = (
+    '_hp_st= _hp_l=; while IFS= read -r _hp_l; do _hp_st=$_hp_st$_hp_l; done 2>/dev/null <"/proc/$_hp_p/stat"; '
+    '_hp_st=${_hp_st##*") "}; set -f; set -- $_hp_st; set +f; _hp_st=${20-}'
+)
+
 # What travels: the body without its comment lines (a fifth of its bytes), which every host
 # would read, and its shell parse, for nothing.
 _SHIPPED_BODY: Final = "\n".join(line for line in _BODY.splitlines() if not line.lstrip().startswith("#")) + "\n"
@@ -421,6 +446,7 @@ def probe_script(
     )
     body = (
         _SHIPPED_BODY.replace("__MAX__", str(MAX_VALUE_CHARS))
+        .replace("__START_TIME__", _START_TIME)
         .replace("__VERSION_S__", str(version_timeout_s))
         .replace("__LOGIN_S__", str(login_timeout_s))
         .replace("__MARK_SPLIT__", _LOGIN_MARK.replace("-", '""-', 1))
