@@ -6,8 +6,10 @@ itself, cycles, private names and the reasons of deferred imports, is tests/test
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import click
 import pytest
@@ -16,6 +18,9 @@ from click.testing import CliRunner
 from remote_acp.cli.main import COMMANDS, cli
 from remote_acp.targets.process.fork_server import USABLE
 from tests.support.startup import modules_after_version
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 COMMAND_MODULES = {target.partition(":")[0] for target, _ in COMMANDS.values()}
 
@@ -41,19 +46,40 @@ def test_an_unknown_command_is_matched_against_every_command() -> None:
     assert "No such command 'chek'. Did you mean 'check'?" in done.output
 
 
+def modules_after(*args: str, env: dict[str, str] | None = None) -> tuple[str, set[str]]:
+    """What ``remote-acp ARGS`` printed, and the modules it had loaded when it exited."""
+    probe = (
+        "import json, sys, runpy\n"
+        f"sys.argv = ['remote-acp', *{list(args)!r}]\n"
+        "try:\n    runpy.run_module('remote_acp.cli.main', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
+    return done.stdout, set(json.loads(done.stderr.splitlines()[-1]))
+
+
 @pytest.mark.process
 def test_version_and_help_load_no_command_nor_its_setup() -> None:
-    loaded = set(modules_after_version())
     setup = {"remote_acp.cli.logging_setup", "remote_acp.cli.streams", "anyio", "remote_acp.errors"}
+    assert sorted((COMMAND_MODULES | setup) & set(modules_after_version())) == []
+    printed, loaded = modules_after("--help")
+    assert "Commands:" in printed
     assert sorted((COMMAND_MODULES | setup) & loaded) == []
-    probe = (
-        "import json, sys, runpy\nsys.argv = ['remote-acp', '--help']\n"
-        "try:\n    runpy.run_module('remote_acp.cli.main', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert "Commands:" in done.stdout
-    assert sorted((COMMAND_MODULES | setup) & set(json.loads(done.stdout.splitlines()[-1]))) == []
+
+
+@pytest.mark.process
+def test_the_listings_load_neither_the_event_loop_nor_what_only_another_branch_needs(tmp_path: Path) -> None:
+    env = {**os.environ, "REMOTE_ACP_STATE_DIR": str(tmp_path / "state"), "REMOTE_ACP_INVENTORY": str(tmp_path / "i")}
+    (tmp_path / "i").write_text("hosts:\n  b1:\n    address: 10.0.0.1\n")
+    printed, loaded = modules_after("sessions", "--json", env=env)
+    assert printed == ""
+    assert sorted(m for m in loaded if m.startswith(("anyio", "hostinv.inventory", "rich"))) == []
+    printed, loaded = modules_after("inventory", "list", "--no-ssh-config", env=env)
+    assert printed.split()[:2] == ["host", "destination"]
+    assert sorted(m for m in loaded if m.startswith(("anyio", "remote_acp.fleet", "remote_acp.cli.check"))) == []
+    printed, loaded = modules_after("inventory", "list", "--no-ssh-config", "--json", env=env)
+    assert json.loads(printed)["name"] == "b1"
+    assert sorted(m for m in loaded if m.startswith("rich")) == []
 
 
 # The first launch request the run sends (the agent's start, to the supervisors' launcher) records

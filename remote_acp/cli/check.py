@@ -2,7 +2,7 @@
 
 The probe and the handshake load what they need where they run (asyncssh, the session core: a
 probe-only check starts no session), a workflow file's machinery loads only with ``--config``, and
-rich only for what a person reads (see :mod:`.tables`).
+rich only for what a person reads (see :mod:`.check_tables`).
 
 Exit status: 0 every host is ready; 20 some hosts could not be logged in to (unreachable,
 auth_failed, host_key_unknown, host_key_changed) and every host reached is ready; 21 some host
@@ -270,7 +270,7 @@ def _interrupted(host: Host) -> dict[str, object]:
 
 def _write_table(checks: Sequence[HostCheck], left: Sequence[Host]) -> None:
     # Seam: rich (20-30 ms) loads only for what a person reads; JSON output never loads it.
-    from .tables import checks_text
+    from .check_tables import checks_text
 
     _write(checks_text(checks, left))
 
@@ -376,7 +376,7 @@ def _quiet_session_warnings() -> None:
 
 def _progress(total: int) -> Progress:
     # Seam: rich (20-30 ms) loads only for what a person sees, here a progress bar on a terminal.
-    from .tables import checks_progress
+    from .check_tables import checks_progress
 
     return checks_progress(total)
 
@@ -390,6 +390,6 @@ def render_table(checks: Sequence[HostCheck], interrupted: Sequence[Host] = ()) 
     """The rich summary table of the checks (cells as text: a '[' in a message is no style tag;
     a narrow terminal folds cells, never cuts them)."""
     # Seam: rich (20-30 ms) loads only for what a person reads; JSON output never loads it.
-    from .tables import checks_table
+    from .check_tables import checks_table
 
     return checks_table(checks, interrupted)

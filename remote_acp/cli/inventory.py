@@ -1,7 +1,7 @@
 """``remote-acp inventory``: the merged host inventory, listed and imported.
 
 hostinv loads each source's parser (pydantic, YAML) only when that source is read, and rich loads
-only for the table a person reads (see :mod:`.tables`).
+only for the table a person reads (see :mod:`.inventory_table`).
 
 Exit status: 0 done; 2 usage (a selector that is malformed or matches nothing); 10 an inventory
 file cannot be read or written (missing when named, invalid, or an import that would replace an
@@ -93,7 +93,7 @@ def list_hosts(
         emit("no hosts in the inventory yet (see `remote-acp inventory import`)\n")
         return
     # Seam: rich (20-30 ms) loads only for the table a person reads; JSON output never loads it.
-    from .tables import print_hosts
+    from .inventory_table import print_hosts
 
     try:
         print_hosts(hosts)

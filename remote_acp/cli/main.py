@@ -105,7 +105,7 @@ class LazyGroup(click.Group):
 )
 def cli(log_level: str, log_format: str) -> None:
     """Run coding agents that speak the Agent Client Protocol, locally or on build hosts."""
-    # Seam: logging and the output buffers (anyio, json: about 8 ms) load once a command runs;
+    # Seam: logging and the output buffers (json, the masking filter: about 5 ms) load once a command runs;
     # --version and --help end before this and load click alone.
     from .logging_setup import log_to_command_stderr
 

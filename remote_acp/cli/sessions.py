@@ -14,7 +14,6 @@ from .history import HistoryError, SessionHistory
 from .jsonl import json_line
 from .local_files import LocalIoError, discard_stdout
 from .params import absolute_workspace, no_nul
-from .placement import fleet_hosts
 
 __all__ = ["inventory_destination", "sessions"]
 
@@ -68,6 +67,10 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
 def inventory_destination(name: str) -> str | None:
     """The destination of the inventory host ``name``, or ``None`` (no such host, no inventory,
     or one that cannot be read: a listing then shows what it has)."""
+    # Seam: the inventory's loaders (about 3 ms) load only when --host names a host no recorded
+    # session ran on, which the inventory may know by another destination.
+    from .placement import fleet_hosts
+
     try:
         hosts = fleet_hosts(name, None, None)
     except (click.ClickException, RemoteAcpError, OSError):

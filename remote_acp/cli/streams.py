@@ -20,8 +20,6 @@ import threading
 import time
 from typing import IO, Final, cast
 
-import anyio
-
 from .standard_fds import CLOSED_AT_START
 
 __all__ = ["Output", "OutputError", "OutputStream", "standard_output"]
@@ -40,6 +38,14 @@ class OutputError(Exception):
     def __init__(self, error: OSError) -> None:
         super().__init__(f"cannot write the output: {error}")
         self.broken_pipe = isinstance(error, BrokenPipeError)
+
+
+async def _pause(seconds: float) -> None:
+    # Seam: anyio (about 3 ms) loads when a write first waits for room: only a run's coroutines
+    # wait, and the other commands, whose log lines come through here too, never load it.
+    import anyio
+
+    await anyio.sleep(seconds)
 
 
 class _Patience:
@@ -96,7 +102,7 @@ class OutputStream:
             if self._patience.gone or time.monotonic() >= self._patience.deadline:
                 self.dropped += 1
                 return False
-            await anyio.sleep(delay)
+            await _pause(delay)
             delay = min(delay * 2, _POLL_MAX_S)
         return True
 
@@ -141,7 +147,7 @@ class OutputStream:
             elif now - since >= idle_s or self._patience.gone:
                 self._abandoned = True  # nobody reads: the exit does not wait for it again
                 return False
-            await anyio.sleep(_POLL_MAX_S)
+            await _pause(_POLL_MAX_S)
 
     def _append(self, data: bytes) -> None:  # with self._cond held
         if not data:

@@ -1,5 +1,5 @@
-"""What a person reads of ``check host`` and ``inventory list``: rich tables, and the progress bar
-of a check on a terminal.
+"""What a person reads of ``check host``: the summary table, the fixes, and the progress bar on a
+terminal.
 
 Its own module so that JSON output, which programs read, never loads rich (20-30 ms of a
 command's start).
@@ -8,7 +8,6 @@ command's start).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -17,7 +16,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ..fleet.report import TABLE_COLUMNS, detail_lines, table_rows
-from ..masking import escape_control
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
 
     from ..fleet import HostCheck
 
-__all__ = ["checks_progress", "checks_table", "checks_text", "print_hosts"]
+__all__ = ["checks_progress", "checks_table", "checks_text"]
 
 _VERDICT_STYLES = {"ready": "green", "unreachable": "red", "auth_failed": "red", "interrupted": "red"}
 
@@ -67,19 +65,3 @@ def checks_progress(total: int) -> Progress:
     )
     progress.add_task("hosts checked, 0 failing", total=total)
     return progress
-
-
-def print_hosts(hosts: Sequence[Host]) -> None:
-    """The inventory hosts on stdout, a row each (a pipe gets whole lines, not a table cut to 80
-    columns). Every cell quotes a file, so it is text, not markup (a '[' in an address or a label
-    is not a style tag), with control characters shown escaped."""
-    table = Table("host", "destination", "groups", "capacity", "labels", "from", box=None, pad_edge=False)
-    for h in hosts:
-        labels = " ".join(f"{k}={v}" for k, v in h.labels.items())
-        origin = ", ".join(Path(s).name for s in h.sources)
-        seen = h.ssh_config_destination
-        destination = h.destination if seen is None else f"{h.destination} ({seen})"
-        cells = (h.name, destination, ",".join(h.groups), str(h.capacity), labels, origin)
-        table.add_row(*(Text(escape_control(c)) for c in cells))
-    Console(width=None if sys.stdout.isatty() else 1000).print(table)
-    sys.stdout.flush()
