@@ -51,6 +51,12 @@ class Cause(enum.StrEnum):
     SLOTS_UNUSABLE = "slots_unusable"
     AT_CAPACITY = "at_capacity"
     WORKSPACE_INVALID = "workspace_invalid"
+    # -- a session that outlives its link (a reattach window) -------------------------------------
+    SESSION_EXPIRED = "session_expired"
+    NOT_OWNER = "not_owner"
+    ATTACHED_ELSEWHERE = "attached_elsewhere"
+    OFFSET_LOST = "offset_lost"
+    NO_REATTACH_WINDOW = "no_reattach_window"
     # -- the agent ---------------------------------------------------------------------------
     AGENT_NOT_FOUND = "agent_not_found"
     SPAWN_FAILED = "spawn_failed"
@@ -159,6 +165,34 @@ CAUSES: Final[Mapping[Cause, CauseInfo]] = MappingProxyType(
         ),
         Cause.WORKSPACE_INVALID: _I(
             "workspace_invalid", False, "pass a workspace that exists, or create it: mkdir -p -- {workspace}"
+        ),
+        # A session's, not a host's (no verdict), except the host that will not keep one.
+        Cause.SESSION_EXPIRED: _I(
+            None,
+            False,
+            "start a new session (the detached one left nothing running); if links stay down longer than "
+            "the reattach window, raise it",
+        ),
+        Cause.NOT_OWNER: _I(
+            None,
+            False,
+            "attach with the handle (its secret) of the controller that started the session, as the same "
+            "user; or start a new session",
+        ),
+        Cause.ATTACHED_ELSEWHERE: _I(
+            None, True, "retry once the other controller has let the session go, or take it over with its handle"
+        ),
+        Cause.OFFSET_LOST: _I(
+            None,
+            False,
+            "start a new session, and check the workspace for what the interrupted turn did before running it again",
+        ),
+        Cause.NO_REATTACH_WINDOW: _I(
+            "probe_failed",
+            False,
+            "let the account keep its processes after its last logout (as root on the host: loginctl "
+            "enable-linger USER, or KillUserProcesses=no and no StopIdleSessionSec in logind.conf), or run "
+            "there without a reattach window",
         ),
         Cause.AGENT_NOT_FOUND: _I(
             "agent_not_found",

@@ -184,3 +184,32 @@ def test_backoff_of_a_final_error_is_none(kind: ErrorKind) -> None:
 def test_backoff_of_a_retryable_error_rejects_attempt_zero() -> None:
     with pytest.raises(ValueError, match="^retry attempts count from 1, got 0$"):
         RemoteAcpError(ErrorKind.PORT_EXIT, "x").backoff_ms(0)
+
+
+REATTACH_CAUSES = {
+    # cause: (retryable, verdict)
+    Cause.SESSION_EXPIRED: (False, None),
+    Cause.NOT_OWNER: (False, None),
+    Cause.ATTACHED_ELSEWHERE: (True, None),
+    Cause.OFFSET_LOST: (False, None),
+    Cause.NO_REATTACH_WINDOW: (False, "probe_failed"),
+}
+
+
+@pytest.mark.parametrize("cause", list(REATTACH_CAUSES), ids=str)
+def test_the_reattach_causes_go_with_port_exit_and_their_retry_class(cause: Cause) -> None:
+    retryable, verdict = REATTACH_CAUSES[cause]
+    error = RemoteAcpError(ErrorKind.PORT_EXIT, "x", cause=cause)
+    assert (error.retryable, CAUSES[cause].verdict) == (retryable, verdict)
+    assert (error.backoff_ms(1) is not None) is retryable
+    assert error.fix and fix_for(cause) == error.fix  # names no fact: the same wherever it is met
+
+
+def test_the_reattach_causes_values_are_the_json_vocabulary() -> None:
+    assert {cause.value for cause in REATTACH_CAUSES} == {
+        "session_expired",
+        "not_owner",
+        "attached_elsewhere",
+        "offset_lost",
+        "no_reattach_window",
+    }
