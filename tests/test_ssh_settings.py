@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from remote_acp.targets.ssh.script import remote_script
-from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.settings import MAX_REATTACH_WINDOW_S, SshSettings
 from tests.support.ssh_build import (
     RUN_TIMEOUT_S,
 )
@@ -26,6 +26,7 @@ def test_settings_defaults() -> None:
     assert settings.pass_env == ()
     assert settings.kill_grace_s == 3
     assert settings.max_concurrent_starts == 8  # below sshd's default MaxStartups (10)
+    assert settings.reattach_window_s is None  # no window: the agent ends with its link
 
 
 def test_settings_refuse_policy_no_unless_forced() -> None:
@@ -81,6 +82,33 @@ def test_settings_refuse_numbers_that_are_not_ints(field: str, value: object, ki
     with pytest.raises(ValueError) as info:
         SshSettings(**{field: value})  # type: ignore[arg-type]
     assert str(info.value) == f"{field} must be an integer, not {kind}"
+
+
+@pytest.mark.parametrize("seconds", [1, 90, 3600, MAX_REATTACH_WINDOW_S])
+def test_settings_take_a_reattach_window_from_a_second_to_a_week(seconds: int) -> None:
+    assert MAX_REATTACH_WINDOW_S == 7 * 24 * 3600
+    assert SshSettings(reattach_window_s=seconds).reattach_window_s == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "reattach_window_s must be at least 1"),
+        (-5, "reattach_window_s must be at least 1"),
+        (MAX_REATTACH_WINDOW_S + 1, "reattach_window_s must be at most 604800 (7 days), not 604801"),
+        (10**12, "reattach_window_s must be at most 604800 (7 days), not 1000000000000"),
+        (1.5, "reattach_window_s must be an integer, not float"),
+        (60.0, "reattach_window_s must be an integer, not float"),
+        (True, "reattach_window_s must be an integer, not bool"),
+        ("60", "reattach_window_s must be an integer, not str"),
+    ],
+)
+def test_settings_refuse_a_reattach_window_that_is_no_whole_count_of_seconds_up_to_a_week(
+    value: object, message: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        SshSettings(reattach_window_s=value)  # type: ignore[arg-type]
+    assert str(info.value) == message
 
 
 def test_remote_script_refuses_a_grace_that_is_not_a_whole_count_and_an_odd_token() -> None:

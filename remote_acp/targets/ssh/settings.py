@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from .script import check_count, validate_env_names
 
-__all__ = ["HostKeyPolicy", "SshSettings"]
+__all__ = ["MAX_REATTACH_WINDOW_S", "HostKeyPolicy", "SshSettings"]
 
 HostKeyPolicy = Literal["accept-new", "yes", "no"]
 
@@ -24,6 +24,9 @@ _NUMERIC_SETTINGS: Final = (
     "max_concurrent_starts",
 )
 _POLICIES: Final = ("accept-new", "yes", "no")
+MAX_REATTACH_WINDOW_S: Final = 7 * 24 * 3600
+"""The longest reattach window: a week. A host keeps a detached agent, its slot and its output
+for that long at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,15 @@ class SshSettings:
     controller (lock files, :mod:`remote_acp.targets.ssh.script`): a start finding every slot
     held fails ``port_exit``, retryable, and starts nothing. ``None``: no slot is taken. The
     host needs ``flock`` (util-linux, BusyBox)."""
+    reattach_window_s: int | None = None
+    """``None``: no window, the agent ends with its ssh link. Set (1 s to a week): the host keeps
+    the agent and its slot for that many seconds with no link, and the controller reconnects
+    (another process may take the session over with its handle and secret). While detached, the
+    agent's output is kept on the host up to 8 MiB not yet acknowledged, beyond which its writes
+    block (nothing is lost); input is never applied twice. Past the window with nobody attached,
+    the agent's whole tree is ended and the slot freed. A host that ends what a login leaves
+    behind refuses it (``no_reattach_window``). A local session has no link to lose and takes no
+    window."""
 
     def __post_init__(self) -> None:
         if self.host_key_policy is not None and self.host_key_policy not in _POLICIES:
@@ -70,4 +82,10 @@ class SshSettings:
             check_count(what, getattr(self, what))
         if self.capacity is not None:
             check_count("capacity", self.capacity)
+        if self.reattach_window_s is not None:
+            check_count("reattach_window_s", self.reattach_window_s)
+            if self.reattach_window_s > MAX_REATTACH_WINDOW_S:
+                raise ValueError(
+                    f"reattach_window_s must be at most {MAX_REATTACH_WINDOW_S} (7 days), not {self.reattach_window_s}"
+                )
         validate_env_names(self.pass_env)
