@@ -111,6 +111,53 @@ def test_worker_block_gives_ssh_settings_and_the_launch_is_remote(tmp_path: Path
     assert workflow.ssh_settings(pass_env=("OTHER",), connect_timeout_s=3).pass_env == ("OTHER",)
 
 
+def test_the_reattach_window_key_reaches_the_ssh_settings_and_a_flag_overrides_it(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text("agent:\n  command: qwen --acp\nworker:\n  ssh_hosts: [b1]\n  ssh_reattach_window_s: 900\n")
+    workflow = load_workflow(path)
+    assert not [f for f in workflow.warnings if f.code.startswith("worker.")]
+    assert workflow.ssh_settings().reattach_window_s == 900
+    assert workflow.ssh_settings(reattach_window_s=60).reattach_window_s == 60
+    assert workflow.ssh_settings(reattach_window_s=None).reattach_window_s == 900  # no flag: the file's
+    unset = tmp_path / "u.yaml"
+    unset.write_text("agent:\n  command: qwen --acp\nworker:\n  ssh_hosts: [b1]\n  ssh_reattach_window_s:\n")
+    assert load_workflow(unset).ssh_settings().reattach_window_s is None  # null: no window
+
+
+def test_the_workflow_bound_of_the_reattach_window_is_the_settings_bound() -> None:
+    from remote_acp.config.models import MAX_REATTACH_WINDOW_S as in_workflows
+    from remote_acp.targets.ssh.settings import MAX_REATTACH_WINDOW_S as in_settings
+
+    assert in_workflows == in_settings == 604_800
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "message"),
+    [
+        ("0", "value.out_of_range", "must be at least 1, got 0"),
+        ("-60", "value.out_of_range", "must be at least 1, got -60"),
+        ("604801", "value.out_of_range", "must be at most 604800 (7 days), got 604801"),
+        ("'600'", "value.wrong_type", "must be an integer, got a string (write the number without quotes)"),
+        ("1.5", "value.wrong_type", "must be an integer, got a number"),
+        ("true", "value.wrong_type", "must be an integer, got a boolean"),
+        ("10m", "value.wrong_type", "must be an integer, got a string"),
+        ("[60]", "value.wrong_type", "must be an integer, got a list"),
+    ],
+)
+def test_a_bad_reattach_window_is_reported_with_its_key_path_and_line(
+    value: str, code: str, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(f"agent:\n  command: qwen --acp\nworker:\n  ssh_hosts: [b1]\n  ssh_reattach_window_s: {value}\n")
+    checked = check_file(path)
+    assert [(f.code, f.severity, f.key, f.line, f.message) for f in checked.errors] == [
+        (code, "error", "worker.ssh_reattach_window_s", 5, message)
+    ]
+    with pytest.raises(ConfigError) as raised:
+        load_workflow(path)
+    assert str(raised.value) == f"{path}:5: error: worker.ssh_reattach_window_s: {message} [{code}]"
+
+
 def test_a_file_with_several_problems_reports_them_all_in_file_order(tmp_path: Path) -> None:
     path = tmp_path / "w.yaml"
     path.write_text(

@@ -31,6 +31,18 @@ if TYPE_CHECKING:
 __all__ = ["run"]
 
 
+def _window_bound(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refuse a ``--reattach-window`` past the settings' bound, naming the flag."""
+    if value is None:
+        return None
+    # Here, not at the top: only a run given the flag loads the ssh settings for their bound.
+    from ..targets.ssh.settings import MAX_REATTACH_WINDOW_S
+
+    if value > MAX_REATTACH_WINDOW_S:
+        raise click.BadParameter(f"{value} is more than {MAX_REATTACH_WINDOW_S} seconds (7 days)", ctx=ctx, param=param)
+    return value
+
+
 @click.command()
 @click.option(
     "--config",
@@ -109,6 +121,16 @@ __all__ = ["run"]
     help="Carry this environment variable to the agent over stdin (never on argv). Repeatable.",
 )
 @click.option(
+    "--reattach-window",
+    "reattach_window",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    callback=_window_bound,
+    help="Over ssh: the host keeps the agent running for up to SECONDS (at most 7 days) while the link is "
+    "down, and the run reconnects [worker.ssh_reattach_window_s, else none: the agent ends with its link].",
+)
+@click.option(
     "--wait-for-slot",
     type=click.FloatRange(min=0),
     default=0.0,
@@ -146,6 +168,7 @@ def run(
     server_alive_count_max: int,
     ssh_max_concurrent_starts: int,
     pass_env: tuple[str, ...],
+    reattach_window: int | None,
     wait_for_slot: float,
     resume: str | None,
     show_replay: bool,
@@ -214,6 +237,7 @@ def run(
             "server_alive_count_max": server_alive_count_max,
             "max_concurrent_starts": ssh_max_concurrent_starts,
             "pass_env": pass_env or None,
+            "reattach_window_s": reattach_window,
         }
         target, pool = remote_start(
             selectors,
@@ -227,6 +251,11 @@ def run(
         assert workspace  # refused without one
         where = workspace
     else:
+        if reattach_window is not None:
+            raise click.UsageError(
+                "--reattach-window applies to a run on a host (--host, or worker.ssh_hosts in the workflow): "
+                "a local session has no link to lose"
+            )
         # An explicit empty --workspace goes to the launch, which refuses it (invalid_workspace_cwd).
         where = "" if workspace == "" else absolute_workspace(workspace)
         if workflow is not None and workflow.config.acp.env_allowlist is not None:

@@ -164,6 +164,7 @@ class Workflow:
             "host_key_policy": worker.ssh_strict_host_key_checking,
             "force_insecure_host_keys": worker.ssh_strict_host_key_checking == "no",
             "pass_env": tuple(worker.ssh_pass_env),
+            "reattach_window_s": worker.ssh_reattach_window_s,
         }
         values.update({key: value for key, value in overrides.items() if value is not None})
         return SshSettings(**values)

@@ -22,6 +22,7 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "EFFORT_KEYS",
     "KIND",
+    "MAX_REATTACH_WINDOW_S",
     "READ_TIMEOUT_FALLBACK_MS",
     "AcpBlock",
     "AgentBlock",
@@ -38,6 +39,9 @@ EFFORT_KEYS: Final = ("effort", "reasoning_effort")
 so that a shared workflow loads, and warned about (``agent.effort.not_forwarded``)."""
 
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MAX_REATTACH_WINDOW_S: Final = 7 * 24 * 3600
+"""SshSettings' bound, kept here too: importing the ssh settings would load the session script's
+module for every workflow, local ones included (a test keeps the two equal)."""
 
 
 def type_name(value: object) -> str:
@@ -172,6 +176,9 @@ class WorkerBlock(_Block):
     ssh_pass_env: list[EnvName] = Field(default_factory=list)
     ssh_strict_host_key_checking: Literal["accept-new", "yes", "no"] | None = None
     """``None``: ``accept-new``, unless the ssh_config sets a policy for the host."""
+    ssh_reattach_window_s: int | None = Field(None, ge=1)
+    """Seconds the host keeps the agent with no ssh link (``SshSettings.reattach_window_s``);
+    ``None``: no window. Read only with ``ssh_hosts``."""
 
     @field_validator("ssh_hosts", mode="before")
     @classmethod
@@ -180,6 +187,17 @@ class WorkerBlock(_Block):
             value = [value]
         if isinstance(value, list) and any(isinstance(h, str) and (not h.strip() or "\0" in h) for h in value):
             raise PydanticCustomError("value.invalid", "names an empty host")
+        return value
+
+    @field_validator("ssh_reattach_window_s", mode="after")
+    @classmethod
+    def _window(cls, value: int | None) -> int | None:
+        if value is not None and value > MAX_REATTACH_WINDOW_S:
+            raise PydanticCustomError(
+                "value.out_of_range",
+                "must be at most {limit} (7 days), got {found}",
+                {"limit": MAX_REATTACH_WINDOW_S, "found": value},
+            )
         return value
 
     @field_validator("ssh_strict_host_key_checking", mode="before")

@@ -12,7 +12,8 @@ Codes (docs/configuration.md lists each with its severity):
 ``value.invalid``, ``agent.kind.unsupported``, ``agent.command.empty``,
 ``agent-client-protocol.mcp_config.wrong_type``, ``agent.effort.not_forwarded``,
 ``agent.kind.no_usage_reporting``, ``agent.kind.no_cost_estimate``,
-``agent-client-protocol.local_only``, ``worker.ssh_strict_host_key_checking.insecure``.
+``agent-client-protocol.local_only``, ``worker.ssh_strict_host_key_checking.insecure``,
+``worker.ssh_reattach_window_s.local_run``.
 """
 
 from __future__ import annotations
@@ -274,6 +275,16 @@ def _advisories(data: dict[Any, Any]) -> list[tuple[str, Severity, tuple[str | i
                 out.append(
                     ("agent-client-protocol.local_only", "warning", (KIND, key), f"has no effect over ssh: {why}")
                 )
+    elif blocks["worker"].get("ssh_reattach_window_s") is not None:
+        out.append(
+            (
+                "worker.ssh_reattach_window_s.local_run",
+                "warning",
+                ("worker", "ssh_reattach_window_s"),
+                "has no effect: the workflow runs on this machine (no worker.ssh_hosts), "
+                "and a local session has no link to lose",
+            )
+        )
     if blocks["worker"].get("ssh_strict_host_key_checking") in (False, "no"):
         out.append(
             (

@@ -71,6 +71,11 @@ CASES = [
          "agent:\n  command: qwen --acp\nworker:\n  ssh_strict_host_key_checking: no\n", "warning",
          "worker.ssh_strict_host_key_checking", 4,
          "'no' connects even to a host whose key changed (a host key policy of accept-new or yes refuses it)"),
+    Case("worker.ssh_reattach_window_s.local_run", "w.yaml",
+         "agent:\n  command: qwen --acp\nworker:\n  ssh_pass_env: [A]\n  ssh_reattach_window_s: 600\n", "warning",
+         "worker.ssh_reattach_window_s", 5,
+         "has no effect: the workflow runs on this machine (no worker.ssh_hosts), and a local session has no link"
+         " to lose"),
 ]  # fmt: skip
 
 ALL_CODES = {
@@ -79,6 +84,7 @@ ALL_CODES = {
     "agent.kind.unsupported", "agent.command.empty", "agent-client-protocol.mcp_config.wrong_type",
     "agent.effort.not_forwarded", "agent.kind.no_usage_reporting", "agent.kind.no_cost_estimate",
     "agent-client-protocol.local_only", "worker.ssh_strict_host_key_checking.insecure",
+    "worker.ssh_reattach_window_s.local_run",
 }  # fmt: skip
 
 
