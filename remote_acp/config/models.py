@@ -178,7 +178,7 @@ class WorkerBlock(_Block):
     """``None``: ``accept-new``, unless the ssh_config sets a policy for the host."""
     ssh_reattach_window_s: int | None = Field(None, ge=1)
     """Seconds the host keeps the agent with no ssh link (``SshSettings.reattach_window_s``);
-    ``None``: no window. Read only with ``ssh_hosts``."""
+    ``None``: no window. Applies to a run on a host only (a local session has no link to lose)."""
 
     @field_validator("ssh_hosts", mode="before")
     @classmethod

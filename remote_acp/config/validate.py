@@ -281,8 +281,8 @@ def _advisories(data: dict[Any, Any]) -> list[tuple[str, Severity, tuple[str | i
                 "worker.ssh_reattach_window_s.local_run",
                 "warning",
                 ("worker", "ssh_reattach_window_s"),
-                "has no effect: the workflow runs on this machine (no worker.ssh_hosts), "
-                "and a local session has no link to lose",
+                "applies only to a run on a host: this workflow runs on this machine (no worker.ssh_hosts), "
+                "where a session has no link to lose",
             )
         )
     if blocks["worker"].get("ssh_strict_host_key_checking") in (False, "no"):

@@ -74,8 +74,8 @@ CASES = [
     Case("worker.ssh_reattach_window_s.local_run", "w.yaml",
          "agent:\n  command: qwen --acp\nworker:\n  ssh_pass_env: [A]\n  ssh_reattach_window_s: 600\n", "warning",
          "worker.ssh_reattach_window_s", 5,
-         "has no effect: the workflow runs on this machine (no worker.ssh_hosts), and a local session has no link"
-         " to lose"),
+         "applies only to a run on a host: this workflow runs on this machine (no worker.ssh_hosts), where a"
+         " session has no link to lose"),
 ]  # fmt: skip
 
 ALL_CODES = {
