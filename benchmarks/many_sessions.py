@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 async def hold(count: int, targets: list[LaunchTarget], workspace: str) -> dict[str, float]:
     """Open ``count`` sessions at once (round-robin over ``targets``), measure, close them."""
     from remote_acp import RemoteAcpError, SessionOptions, start_session
+    from remote_acp.targets.process.agent import AgentProcess
 
     options = SessionOptions(command=agent_argv(), read_timeout_ms=60_000, initialize_floor_ms=120_000)
     before_fds, before_rss = open_fds(), rss_kib()
@@ -56,7 +57,7 @@ async def hold(count: int, targets: list[LaunchTarget], workspace: str) -> dict[
                 starting.start_soon(one, index)
         took = time.perf_counter() - started
         held_fds, held_rss = open_fds(), rss_kib()
-        procs = [s._process for s in sessions if s._process is not None]
+        procs = [p for s in sessions if isinstance(p := s._process, AgentProcess)]  # no window: one process each
         supervisor_pids = {p.supervisor_pid for p in procs}
         launchers = {parent_of(pid) for pid in supervisor_pids} - {os.getpid(), 0}
         supervisors = sum(pss_kib(pid) for pid in supervisor_pids | launchers)

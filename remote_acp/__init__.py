@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from .errors import RETRYABLE, ErrorKind, RemoteAcpError, retry_backoff_ms
     from .events import (
         Event,
+        LinkLost,
+        LinkRestored,
         Malformed,
         Notification,
         OtherMessage,
@@ -53,6 +55,8 @@ __all__ = (
     "Event",
     "LaunchSpec",
     "LaunchTarget",
+    "LinkLost",
+    "LinkRestored",
     "LocalTarget",
     "Malformed",
     "McpServer",
@@ -119,6 +123,8 @@ _HOME = {
     **dict.fromkeys(
         (
             "Event",
+            "LinkLost",
+            "LinkRestored",
             "Malformed",
             "Notification",
             "OtherMessage",

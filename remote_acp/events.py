@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Event",
+    "LinkLost",
+    "LinkRestored",
     "Malformed",
     "Notification",
     "OtherMessage",
@@ -147,6 +149,28 @@ class TokenLowerBound(Event):
     output_tokens: int
     source: str
     """Where the figure was found on the result (``_meta.quota.token_count``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkLost(Event):
+    """The ssh link of a session with a reattach window dropped. The agent goes on on its host,
+    and the session reconnects within the window: a :class:`LinkRestored` follows, and the stream
+    goes on where it stopped, or the turn fails once the window is over. The turn's own bound keeps
+    counting; its stall bound does not count the time without a link."""
+
+    type: ClassVar[str] = "link_lost"
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkRestored(Event):
+    """The link is back (after a :class:`LinkLost`): what the agent sent meanwhile follows, each
+    event once and in order."""
+
+    type: ClassVar[str] = "link_restored"
+    message: str
+    down_ms: int
+    """How long the session had no link."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,8 @@ from remote_acp.errors import ErrorKind
 from remote_acp.events import (
     TERMINAL_EVENTS,
     Event,
+    LinkLost,
+    LinkRestored,
     Malformed,
     Notification,
     OtherMessage,
@@ -139,6 +141,29 @@ def test_notification_json_matches_the_documented_example() -> None:
                 "source": "_meta.quota.token_count",
             },
             id="token_lower_bound",
+        ),
+        pytest.param(
+            LinkLost(**BASE, message="the link to the host was lost (exit status 255); reconnecting"),
+            {
+                "type": "link_lost",
+                "timestamp": TS_TEXT,
+                "pid": 4242,
+                "session_id": "sess-1",
+                "message": "the link to the host was lost (exit status 255); reconnecting",
+            },
+            id="link_lost",
+        ),
+        pytest.param(
+            LinkRestored(**BASE, message="the link to the host is back after 1200 ms", down_ms=1200),
+            {
+                "type": "link_restored",
+                "timestamp": TS_TEXT,
+                "pid": 4242,
+                "session_id": "sess-1",
+                "message": "the link to the host is back after 1200 ms",
+                "down_ms": 1200,
+            },
+            id="link_restored",
         ),
         pytest.param(
             Malformed(timestamp=TS, pid=None, session_id=None, message="the line is not valid JSON", detail="{x"),

@@ -89,6 +89,37 @@ def test_acks_come_every_interval_or_when_forced() -> None:
     assert link.ack(force=True) == b"A 5\n"
 
 
+def test_an_ack_can_stop_at_a_line_end_and_never_goes_back() -> None:
+    link = Link("s1", "k", ack_every=4)
+    attached(link, 0, 0)
+    link.received_bytes(b"line one\nhalf")
+    assert link.ack(upto=9) == b"A 9\n"
+    assert link.ack(upto=5, force=True) == b""  # below what was acknowledged
+    assert link.ack(upto=99, force=True) == b"A 13\n"  # never past what was received
+
+
+def test_a_new_controller_resumes_from_the_hosts_counts() -> None:
+    link = Link("s1", "k")
+    assert link.resume_request() == b"s1 - - attach k\n"
+    link.resumed(parse_attach_reply("RA-ATTACHED out=700 in=42"))
+    assert (link.received, link.sent, link.acked) == (700, 42, 700)
+    assert link.received_bytes(b"abc") == b"abc"
+    assert link.received == 703
+    assert link.send(b"xy") == b"D 2\nxy"
+    assert link.attach_request() == b"s1 703 44 takeover k\n"
+
+
+def test_only_a_fresh_link_resumes() -> None:
+    link = Link("s1", "k")
+    link.send(b"x")
+    with pytest.raises(RuntimeError):
+        link.resumed(parse_attach_reply("RA-ATTACHED out=0 in=0"))
+
+
+def test_the_end_frame_is_one_letter() -> None:
+    assert Link.end_session() == b"X\n"
+
+
 def test_input_the_host_lacks_is_resent_once_and_the_rest_is_forgotten() -> None:
     link = Link("s1", "k")
     assert attached(link, 0, 0) == b""
@@ -136,12 +167,12 @@ def test_a_host_with_more_input_than_sent_is_a_loss() -> None:
 @pytest.mark.parametrize(
     ("status", "start", "cause"),
     [
-        (EXIT_NO_SESSION, False, Cause.AGENT_LOST),
-        (EXIT_WRONG_SECRET, False, Cause.MISUSE),
-        (EXIT_ATTACHED_ELSEWHERE, False, Cause.MISUSE),
-        (EXIT_OFFSET_GONE, False, Cause.AGENT_LOST),
+        (EXIT_NO_SESSION, False, Cause.SESSION_EXPIRED),
+        (EXIT_WRONG_SECRET, False, Cause.NOT_OWNER),
+        (EXIT_ATTACHED_ELSEWHERE, False, Cause.ATTACHED_ELSEWHERE),
+        (EXIT_OFFSET_GONE, False, Cause.OFFSET_LOST),
         (EXIT_BAD_REQUEST, False, Cause.PROTOCOL_VIOLATION),
-        (EXIT_NO_WINDOW, True, Cause.CONFIG_INVALID),
+        (EXIT_NO_WINDOW, True, Cause.NO_REATTACH_WINDOW),
         (EXIT_AT_CAPACITY, True, Cause.AT_CAPACITY),
         (EXIT_BAD_START, True, Cause.PROTOCOL_VIOLATION),
     ],

@@ -299,3 +299,23 @@ def test_the_ssh_target_reads_the_chatter_and_shows_none(code: int, lines: tuple
     # ...and shown without it (no detail at all when ssh's one reason is in the message already).
     assert got.detail == (report if expected.detail else "")
     assert not [line for line in (*lines,) if is_ssh_chatter(line) and line in str(got)]
+
+
+def test_watched_lines_are_handed_on_whole_as_they_arrive_across_reads() -> None:
+    seen: list[bytes] = []
+    tail = StderrTail(64)
+    tail.watch_lines(b"RA-END", seen.append)
+    tail.feed(b"noise\nRA-EN")
+    assert seen == []
+    tail.feed(b"D out=5 rc=0\nRA-ENDING is not\nx RA-END out=1\n")
+    assert seen == [b"RA-END out=5 rc=0", b"RA-ENDING is not"]
+
+
+def test_a_runaway_watched_line_is_dropped_and_memory_stays_bounded() -> None:
+    seen: list[bytes] = []
+    tail = StderrTail(64)
+    tail.watch_lines(b"RA-END", seen.append)
+    tail.feed(b"RA-END " + b"x" * 10_000)
+    tail.feed(b"y" * 10_000 + b"\nRA-END out=1 rc=0\n")
+    assert seen == [b"RA-END out=1 rc=0"]
+    assert len(tail._line) == 0

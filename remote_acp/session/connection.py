@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..errors import RemoteAcpError
+    from ..targets.agent_end import AgentEnd
     from ..targets.launch import Prelude, PreludeState
-    from ..targets.process.agent import AgentProcess
 
 __all__ = [
     "MAX_QUEUED_BYTES",
@@ -81,10 +81,12 @@ reader has stopped long before, so only our own requests can still add to the qu
 
 
 class AgentPipes(Protocol):
-    """The agent's end of the connection (an :class:`~remote_acp.targets.process.agent.AgentProcess`)."""
+    """The agent's end of the connection (an :class:`~remote_acp.targets.agent_end.AgentEnd`)."""
 
-    stdout_eof: anyio.Event
-    """Set by the connection's reader once stdout ended."""
+    @property
+    def stdout_eof(self) -> anyio.Event:
+        """Set by the connection's reader once stdout ended."""
+        ...
 
     async def read_stdout(self) -> bytes:
         """The next bytes, at most 64 KiB; ``b""`` at end of stream."""
@@ -469,7 +471,7 @@ class AgentConnection:
 
 
 def watch_agent(
-    conn: AgentConnection, process: AgentProcess, *, output_drain_ms: int
+    conn: AgentConnection, process: AgentEnd, *, output_drain_ms: int
 ) -> tuple[tuple[Callable[[], Awaitable[None]], str], ...]:
     """The agent process's tasks, run beside ``conn``'s (:meth:`AgentConnection.start`): its
     stderr kept, its exit watched, and its output released ``output_drain_ms`` after it exited."""

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..logs import ContextLogger
     from ..options import SessionOptions
+    from ..targets.agent_end import AgentEnd
     from ..targets.launch import LaunchTarget
-    from ..targets.process.agent import AgentProcess
     from .capabilities import CapabilityRecord
     from .connection import AgentConnection
     from .inbox import Inbox
@@ -187,7 +187,7 @@ class Session:
         return self._state.conn
 
     @property
-    def _process(self) -> AgentProcess | None:
+    def _process(self) -> AgentEnd | None:
         return self._state.process
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:

@@ -19,8 +19,8 @@ import anyio
 from ..errors import Cause, ErrorFacts
 
 if TYPE_CHECKING:
+    from ..targets.agent_end import AgentEnd
     from ..targets.exit_status import ExitStatus
-    from ..targets.process.agent import AgentProcess
 
 __all__ = ["Ended", "ended", "ended_cause", "exit_facts"]
 
@@ -63,15 +63,19 @@ class Ended:
     detail: str
     cause: Cause
     facts: ErrorFacts
+    message: str | None = None
+    """Why, when the agent's end knows better than its exit status (a lost reattach window)."""
 
 
-async def ended(process: AgentProcess | None, *, wait_s: float, remote: bool, started: bool = False) -> Ended:
+async def ended(process: AgentEnd | None, *, wait_s: float, remote: bool, started: bool = False) -> Ended:
     """Wait up to ``wait_s`` for ``process`` to be reaped, then read how it ended (its exit
     status and the masked end of its stderr)."""
     if process is None:
         return Ended("", Cause.AGENT_LOST, ErrorFacts())
     with anyio.move_on_after(wait_s):
         await process.exited.wait()
+    if (lost := process.lost_error) is not None:
+        return Ended(lost.detail or "", lost.cause, lost.facts, lost.message)
     status = process.exit_status
     if status is None:
         return Ended("", Cause.AGENT_LOST, ErrorFacts())

@@ -33,8 +33,8 @@ from .exits import ended_cause, exit_facts
 
 if TYPE_CHECKING:
     from ..protocol.jsonrpc import Response
+    from ..targets.agent_end import AgentEnd
     from ..targets.launch import LaunchTarget, Prelude
-    from ..targets.process.agent import AgentProcess
     from .connection import AgentConnection
 
 __all__ = ["CREDENTIAL_REFUSED", "ERROR_TEXT_CAP", "Handshake", "close_method", "method_ids"]
@@ -67,7 +67,7 @@ class Handshake:
     def __init__(
         self,
         conn: AgentConnection,
-        process: AgentProcess,
+        process: AgentEnd,
         target: LaunchTarget,
         *,
         drain_ms: int,
@@ -197,6 +197,8 @@ class Handshake:
         with anyio.move_on_after(self._drain_s):
             await process.exited.wait()
             await process.stderr_eof.wait()
+        if process.lost_error is not None:
+            return process.lost_error
         if conn.output_abandoned:
             return RemoteAcpError(ErrorKind.PORT_EXIT, conn.loss_message, cause=Cause.AGENT_LOST)
         status = process.exit_status

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from ..events import Event, Notification, SessionStarted, utc_now
+from ..events import Event, LinkLost, LinkRestored, Notification, SessionStarted, utc_now
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, Request
 from ..protocol.unattended import NOT_IMPLEMENTED, GatingNotice, answer_agent_request
 from .filesystem import PATH_CAP
@@ -104,6 +104,8 @@ class Inbox:
         self.latched: Ending | None = None
         """An ending decided between turns, for the next turn."""
         self._emit: Callable[[Event], None] = self.between.append
+        self.link_down = False
+        """The session's link is down and being restored (a reattach window's sessions only)."""
         self._activity = anyio.Event()
         self.turn_wake = anyio.Event()
         """Set when the turn in flight has something new for its caller."""
@@ -126,6 +128,7 @@ class Inbox:
         self.prompt = None
         self.turn_wake = anyio.Event()
         turn.events.extend(opening)
+        turn.link_down = self.link_down
         if self.between.dropped:
             message = f"{self.between.dropped} events that arrived between turns were dropped (the oldest ones)"
             self.between.dropped = 0
@@ -154,7 +157,29 @@ class Inbox:
         self.normalizer.flush(self._emit)
         self._emit(self._event(Notification, message=message))
 
-    def _event(self, kind: type[Notification], **fields: Any) -> Event:
+    # -- the link (a LinkWatcher: see remote_acp.targets.agent_end) ---------------------------
+
+    def link_lost(self, reason: str) -> None:
+        self.normalizer.flush(self._emit)
+        self._emit(self._event(LinkLost, message=f"the link to the host was lost ({reason}); reconnecting"))
+        self.link_down = True
+        if self.turn is not None:
+            self.turn.link_down = True
+            self.turn_wake.set()
+            self._changed()
+
+    def link_restored(self, down_ms: int) -> None:
+        self._emit(
+            self._event(LinkRestored, message=f"the link to the host is back after {down_ms} ms", down_ms=down_ms)
+        )
+        self.link_down = False
+        if self.turn is not None:
+            self.turn.link_down = False
+            self.turn.resumed(time.monotonic())  # the time without a link was not the agent's silence
+            self.turn_wake.set()
+            self._changed()
+
+    def _event(self, kind: type[Event], **fields: Any) -> Event:
         return kind(timestamp=utc_now(), pid=self.normalizer.pid, session_id=self.normalizer.session_id, **fields)
 
     def _induce(self, ending: Ending) -> None:

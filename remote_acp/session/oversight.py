@@ -58,7 +58,7 @@ class Oversight:
                     wait_s = min(1.0, state.options.output_drain_ms / 1000)
                     end = await ended(state.process, wait_s=wait_s, remote=state.target.remote, started=True)
                     conn = state.conn
-                    message = conn.loss_message if conn is not None else "the agent's connection ended"
+                    message = end.message or (conn.loss_message if conn is not None else "the agent's connection ended")
                     machine.finish_lost(message, end.detail, cause=end.cause, facts=end.facts)
                     self._settle(machine)
                     continue

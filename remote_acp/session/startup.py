@@ -147,7 +147,9 @@ async def _start_agent(
     """One start of the agent, up to its ``initialize`` answer."""
     options = state.options
     async with state.target.start_slot():  # a host's limit on connection attempts in progress
-        state.process = process = await AgentProcess.start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+        start = spec.starter or AgentProcess.start
+        state.process = process = await start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+        process.watch_link(state.inbox)
         state.log.bind(pid=process.pid)
         state.normalizer.pid = process.pid
         conn = state.conn = state.inbox.conn = AgentConnection(

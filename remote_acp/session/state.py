@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from ..measure import Measurement
     from ..options import SessionOptions
     from ..protocol.wire import AgentInfo
+    from ..targets.agent_end import AgentEnd
     from ..targets.launch import LaunchTarget
-    from ..targets.process.agent import AgentProcess
     from .connection import AgentConnection
     from .continuation import Obtained
 
@@ -77,7 +77,7 @@ class SessionState:
         self.wake = anyio.Event()
         """Set when something the oversight task acts on changed (see :meth:`poke`)."""
         self.inbox = Inbox(self.normalizer, self.log, self.poke)
-        self.process: AgentProcess | None = None
+        self.process: AgentEnd | None = None
         self.conn: AgentConnection | None = None
         self.agent: AgentInfo | None = None
         """What ``initialize`` said of the agent, once it answered."""

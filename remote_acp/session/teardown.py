@@ -25,7 +25,7 @@ import anyio
 
 if TYPE_CHECKING:
     from ..logs import ContextLogger
-    from ..targets.process.agent import AgentProcess
+    from ..targets.agent_end import AgentEnd
     from .connection import AgentConnection
 
 __all__ = ["AFTER_KILL_S", "ProtocolClose", "stop_agent"]
@@ -46,7 +46,7 @@ class ProtocolClose:
 
 async def stop_agent(
     conn: AgentConnection,
-    process: AgentProcess,
+    process: AgentEnd,
     *,
     grace_s: float,
     drain_s: float,
@@ -69,7 +69,7 @@ async def stop_agent(
 
 async def _stop(
     conn: AgentConnection,
-    process: AgentProcess,
+    process: AgentEnd,
     *,
     grace_s: float,
     drain_s: float,

@@ -196,6 +196,8 @@ class TurnMachine:
         """Events dropped because the caller had not taken earlier ones when the turn was ending."""
         self.started_at = now
         self.last_event_at = now
+        self.link_down = False
+        """No link to the agent's host, being restored: silence now is not the agent's stall."""
         self.ending: Ending | None = None
         self.prompt_sent = False
         self.cancel_sent_at: float | None = None
@@ -325,7 +327,7 @@ class TurnMachine:
         deadlines = [math.inf]
         if self.ending is None:
             deadlines.append(self.started_at + b.turn_s)
-            if b.stall_s > 0 and not self._waiting_for_caller():
+            if b.stall_s > 0 and not self._waiting_for_caller() and not self.link_down:
                 deadlines.append(self.last_event_at + b.stall_s)
         if self.cancel_sent_at is not None:
             deadlines.append(-math.inf if self._answered else self.cancel_sent_at + b.read_s)
@@ -347,7 +349,12 @@ class TurnMachine:
         if self.ending is None:
             if now >= self.started_at + b.turn_s:
                 self.induce(Ending.timed_out(b.turn_ms))
-            elif b.stall_s > 0 and not self._waiting_for_caller() and now >= self.last_event_at + b.stall_s:
+            elif (
+                b.stall_s > 0
+                and not self._waiting_for_caller()
+                and not self.link_down
+                and now >= self.last_event_at + b.stall_s
+            ):
                 self.induce(Ending.stalled(b.stall_ms))
         if self.ending is not None:
             sent_at = self.cancel_sent_at

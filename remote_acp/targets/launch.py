@@ -27,9 +27,11 @@ from ..masking import secret_values
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from .agent_end import AgentEnd
     from .exit_status import ExitStatus
 
 __all__ = [
+    "AgentStarter",
     "LaunchSpec",
     "LaunchTarget",
     "LocalTarget",
@@ -116,6 +118,9 @@ class LaunchSpec:
     """Tells the launcher's own lines on stderr (ssh's at ``LogLevel VERBOSE``): the stderr tail
     keeps them apart, out of what is logged and shown (see
     :class:`~remote_acp.targets.stderr_tail.StderrTail`)."""
+    starter: AgentStarter | None = field(default=None, repr=False)
+    """What starts the agent's end for this spec (see :mod:`remote_acp.targets.agent_end`);
+    ``None``: one local process, :meth:`~remote_acp.targets.process.agent.AgentProcess.start`."""
 
     # Read-only views of a ready-marker prelude, for code that speaks the start by hand; new code
     # reads :attr:`prelude` (a :class:`~remote_acp.targets.ssh.ready_marker.ReadyMarker` over ssh).
@@ -135,6 +140,12 @@ class LaunchSpec:
 def _bytes_of(prelude: Prelude | None, name: str) -> bytes:
     value = getattr(prelude, name, b"")
     return value if isinstance(value, bytes) else b""
+
+
+class AgentStarter(Protocol):
+    """Starts the agent's end for a spec (see :attr:`LaunchSpec.starter`)."""
+
+    async def __call__(self, spec: LaunchSpec, *, stderr_tail_bytes: int) -> AgentEnd: ...
 
 
 class LaunchTarget(Protocol):

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["StderrTail", "TailReport"]
 
 _OMITTED = "[earlier output omitted] "
+_WATCHED_LINE_MAX = 4096
 
 
 class TailReport(str):
@@ -51,6 +52,8 @@ class StderrTail:
         self._total = 0
         self.secrets = tuple(secrets)
         self._chatter = chatter
+        self._watch: tuple[bytes, Callable[[bytes], None]] | None = None
+        self._line = bytearray()  # the watched stream's line in progress, bounded
 
     @property
     def total_bytes(self) -> int:
@@ -62,6 +65,25 @@ class StderrTail:
         self._buf += data
         if len(self._buf) > 2 * self._limit:  # trim in batches, not on every read
             self._trim()
+        if self._watch is not None:
+            self._scan(data)
+
+    def watch_lines(self, prefix: bytes, callback: Callable[[bytes], None]) -> None:
+        """Hand ``callback`` each whole line fed from now on that starts with ``prefix`` (a
+        launcher's own report on stderr, such as a relay's end of output), as it arrives."""
+        self._watch = (prefix, callback)
+
+    def _scan(self, data: bytes) -> None:
+        assert self._watch is not None
+        prefix, callback = self._watch
+        line = self._line
+        line += data
+        while (end := line.find(b"\n")) >= 0:
+            if line.startswith(prefix):
+                callback(bytes(line[:end]))
+            del line[: end + 1]
+        if len(line) > _WATCHED_LINE_MAX:  # a runaway line cannot be a report: drop it
+            del line[:]
 
     def _trim(self) -> None:
         drop = len(self._buf) - self._limit

@@ -33,6 +33,7 @@ from . import tree as process_tree
 from .containment import StartFailed, Supervisor
 
 if TYPE_CHECKING:
+    from ..agent_end import LinkWatcher
     from ..launch import LaunchSpec
 
 __all__ = ["SESSION_MARK", "AgentProcess", "ExitStatus", "PipeClosed"]
@@ -87,6 +88,14 @@ class AgentProcess:
             self._pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             self._pidfd = None  # pre-5.3 kernels and non-Linux systems: poll instead
+
+    @property
+    def lost_error(self) -> None:
+        """A process knows nothing beyond its exit status (see :class:`~remote_acp.targets.agent_end.AgentEnd`)."""
+        return None
+
+    def watch_link(self, watcher: LinkWatcher) -> None:
+        """A local process has no link to lose."""
 
     @property
     def contained(self) -> bool:

@@ -114,6 +114,20 @@ class Link:
         mode = "takeover" if takeover else "attach"
         return f"{self.session_id} {self.received} {self.sent} {mode} {self._secret}\n".encode()
 
+    def resume_request(self) -> bytes:
+        """A new controller's request (it has no counts): ``ID - - attach SECRET``, the output from
+        what the host had acknowledged and the input from what the host has. Answered, the header
+        goes to :meth:`resumed`."""
+        return f"{self.session_id} - - attach {self._secret}\n".encode()
+
+    def resumed(self, reply: AttachReply) -> None:
+        """Take the header that answered :meth:`resume_request`: the counts start where the host's do."""
+        if self.received or self.sent or self._kept:
+            raise RuntimeError("a link that has counted bytes reattaches with attach_request")
+        self.received = self.acked = reply.output_offset
+        self.sent = reply.host_input
+        self._offset = reply.output_offset
+
     def attached(self, reply: AttachReply) -> bytes:
         """Take a connection's header; return what to write first on it: the input the host does
         not have (one ``D`` frame) and, if the input was closed, ``E`` again.
@@ -158,12 +172,15 @@ class Link:
         self.received = self._offset
         return fresh
 
-    def ack(self, *, force: bool = False) -> bytes:
-        """An ``A K`` frame when ``ack_every`` bytes came since the last one (or ``force``), else ``b""``."""
-        if self.received == self.acked or (not force and self.received - self.acked < self.ack_every):
+    def ack(self, *, upto: int | None = None, force: bool = False) -> bytes:
+        """An ``A K`` frame when ``ack_every`` bytes came since the last one (or ``force``), else
+        ``b""``. ``upto``: acknowledge only that far (the end of the last whole line: a new
+        controller resumes from the acknowledged offset, and must start at a line)."""
+        upto = self.received if upto is None else min(upto, self.received)
+        if upto <= self.acked or (not force and upto - self.acked < self.ack_every):
             return b""
-        self.acked = self.received
-        return b"A %d\n" % self.received
+        self.acked = upto
+        return b"A %d\n" % upto
 
     # -- input ----------------------------------------------------------------------------------
 
@@ -185,6 +202,12 @@ class Link:
         self._input_closed = True
         return b"E\n"
 
+    @staticmethod
+    def end_session() -> bytes:
+        """The frame that ends the session now: the host ends the agent's tree, and the rest of its
+        output still comes (the controller is closing the session)."""
+        return b"X\n"
+
     @property
     def unconfirmed(self) -> int:
         """Input bytes kept for a resend."""
@@ -196,20 +219,21 @@ class Link:
 
 
 def _lost(message: str) -> RemoteAcpError:
-    return RemoteAcpError(ErrorKind.PORT_EXIT, f"the session cannot be resumed without a loss: {message}")
+    return RemoteAcpError(
+        ErrorKind.PORT_EXIT, f"the session cannot be resumed without a loss: {message}", cause=Cause.OFFSET_LOST
+    )
 
 
-# Until the causes recommended for reattach exist, the closest of today's. The two steps' codes
-# overlap (the start step keeps the session script's 93 and 94), so each has its table.
+# The two steps' codes overlap (the start step keeps the session script's 93 and 94), so each has its table.
 _ATTACH_REFUSALS: Final[dict[int, tuple[Cause, str]]] = {
-    EXIT_NO_SESSION: (Cause.AGENT_LOST, "the detached session is gone (its window expired, or it ended)"),
-    EXIT_WRONG_SECRET: (Cause.MISUSE, "the session's secret does not match: it is not this controller's"),
-    EXIT_ATTACHED_ELSEWHERE: (Cause.MISUSE, "the session is attached to another controller"),
-    EXIT_OFFSET_GONE: (Cause.AGENT_LOST, "the host no longer keeps the session's bytes from the offsets asked for"),
+    EXIT_NO_SESSION: (Cause.SESSION_EXPIRED, "the detached session is gone (its window expired, or it ended)"),
+    EXIT_WRONG_SECRET: (Cause.NOT_OWNER, "the session's secret does not match: it is not this controller's"),
+    EXIT_ATTACHED_ELSEWHERE: (Cause.ATTACHED_ELSEWHERE, "the session is attached to another controller"),
+    EXIT_OFFSET_GONE: (Cause.OFFSET_LOST, "the host no longer keeps the session's bytes from the offsets asked for"),
     EXIT_BAD_REQUEST: (Cause.PROTOCOL_VIOLATION, "the host refused the attach request"),
 }
 _START_REFUSALS: Final[dict[int, tuple[Cause, str]]] = {
-    EXIT_NO_WINDOW: (Cause.CONFIG_INVALID, "this host ends what a login leaves behind: no reattach window"),
+    EXIT_NO_WINDOW: (Cause.NO_REATTACH_WINDOW, "this host ends what a login leaves behind: no reattach window"),
     EXIT_AT_CAPACITY: (Cause.AT_CAPACITY, "the host is at capacity: every agent slot is held"),
     EXIT_NO_SLOTS: (Cause.SLOTS_UNUSABLE, "the agent slots directory is not usable"),
     EXIT_BAD_START: (Cause.PROTOCOL_VIOLATION, "the host refused to start the session"),
