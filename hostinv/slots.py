@@ -15,6 +15,14 @@ there fail. So by default (:data:`PRIVATE`) the slots live
 
 A slot location given explicitly is a path prefix the user id is appended to (tests, and hosts
 that want another place).
+
+A session (never a probe) makes the directory when it is missing and then insists it is a
+directory, not a link, and the user's own (:func:`own_slot_dir_lines`): otherwise it exits
+:data:`EXIT_NO_SLOTS` with :data:`SLOTS_MARK`. It takes a slot with :func:`take_slot_lines`, on
+descriptor 9, which the session and its agent keep open for the session's whole life; every slot
+held, it exits :data:`EXIT_AT_CAPACITY` with :data:`AT_CAPACITY_MARK`. A session kept on the host
+by a reattach window keeps its directory beside the slots (``s-ID``), so that one place holds
+everything a user's sessions leave on a host.
 """
 
 from __future__ import annotations
@@ -22,11 +30,25 @@ from __future__ import annotations
 import shlex
 from typing import Final
 
-__all__ = ["PRIVATE", "SLOT_DIR_NAME", "slot_dir_lines"]
+__all__ = [
+    "AT_CAPACITY_MARK",
+    "EXIT_AT_CAPACITY",
+    "EXIT_NO_SLOTS",
+    "PRIVATE",
+    "SLOTS_MARK",
+    "SLOT_DIR_NAME",
+    "own_slot_dir_lines",
+    "slot_dir_lines",
+    "take_slot_lines",
+]
 
 PRIVATE: Final = "@private"
 """The default slot location (see the module docstring)."""
 SLOT_DIR_NAME: Final = "remote-acp-slots"
+EXIT_NO_SLOTS: Final = 93
+EXIT_AT_CAPACITY: Final = 94
+AT_CAPACITY_MARK: Final = "remote-acp: host at capacity: every agent slot is held; slots:"
+SLOTS_MARK: Final = "remote-acp: the agent slots directory is not usable (it must be a directory the user owns):"
 
 
 def slot_dir_lines(location: str, *, out: str, uid: str, scratch: str) -> list[str]:
@@ -55,4 +77,68 @@ def slot_dir_lines(location: str, *, out: str, uid: str, scratch: str) -> list[s
         f"  {out}=${{HOME-}}/.cache/{SLOT_DIR_NAME}/${h}",
         "fi",
         f"unset {d} {h}",
+    ]
+
+
+def own_slot_dir_lines(location: str, *, out: str, scratch: str) -> list[str]:
+    """POSIX sh lines that set ``out`` to the user's slot directory for ``location``, made when
+    missing (mode 0700), or exit :data:`EXIT_NO_SLOTS` with :data:`SLOTS_MARK` when it is not a
+    directory the user owns. ``scratch``: a prefix for the helper variables (unset at the end).
+
+    ``ls`` and ``awk`` run only where the shell's ``test`` has no ``-O``; ``id`` only without
+    ``/proc``.
+    """
+    uid, owned = f"{scratch}u", f"{scratch}o"
+    k, r, e, x = f"{scratch}k", f"{scratch}r", f"{scratch}e", f"{scratch}x"
+    unusable = f"{{ printf '%s %s\\n' {shlex.quote(SLOTS_MARK)} \"${out}\" >&2; exit {EXIT_NO_SLOTS}; }}"
+    return [
+        # The effective uid, as id -u prints it: the second Uid field of the shell's own status,
+        # read without starting a program (every one costs the session's start a few ms).
+        f"{uid}=",
+        "if [ -r /proc/self/status ]; then",
+        f"  while read -r {k} {r} {e} {x}; do",
+        f"    case ${k} in Uid:) {uid}=${e}; break ;; esac",
+        "  done </proc/self/status",
+        "fi",
+        f'case ${uid} in ""|*[!0-9]*) {uid}=$(id -u) ;; esac',
+        f'case ${uid} in ""|*[!0-9]*) {unusable} ;; esac',
+        *slot_dir_lines(location, out=out, uid=uid, scratch=scratch),
+        # The home fallback's parents may be missing; the slot directory itself is made private.
+        f'[ -d "${out}" ] || {{ mkdir -p -- "${{{out}%/*}}" 2>/dev/null; mkdir -m 700 -- "${out}" 2>/dev/null; }}',
+        # Owned by us and no link: nobody else can hold our slots or plant files among them.
+        # test -O where the shell's test has it (status 2 where it does not), else ls's owner.
+        f'[ -d "${out}" ] && [ ! -h "${out}" ] || {unusable}',
+        f'[ -O "${out}" ] 2>/dev/null; {owned}=$?',
+        f'[ "${owned}" = 0 ] || {{ [ "${owned}" -gt 1 ] && '
+        f'[ "$(ls -ldn -- "${out}" | awk \'{{ print $3 }}\')" = "${uid}" ]; }} || {unusable}',
+        f"unset {uid} {owned} {k} {r} {e} {x}",
+    ]
+
+
+def take_slot_lines(
+    capacity: int, *, directory: str, counter: str, refuse: str = f"exit {EXIT_AT_CAPACITY}"
+) -> list[str]:
+    """POSIX sh lines that lock a free one of the first ``capacity`` slots in the directory the
+    variable ``directory`` names, on descriptor 9, or print :data:`AT_CAPACITY_MARK` on stderr
+    and run ``refuse``. ``counter``: the variable the lines count in (unset at the end).
+
+    ``exec 9>>`` creates the file if needed and never truncates; a failing ``exec`` redirection
+    ends a non-interactive shell, which is the right outcome in a directory we cannot write.
+
+    :raises ValueError: a capacity that is not an integer of at least 1.
+    """
+    if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
+        raise ValueError("capacity must be an integer of at least 1")
+    return [
+        f"{counter}=0",
+        "while :; do",
+        f"  {counter}=$(({counter} + 1))",
+        f'  if [ "${counter}" -gt {capacity} ]; then',
+        f"    printf '%s %s\\n' {shlex.quote(AT_CAPACITY_MARK)} {capacity} >&2; {refuse}",
+        "  fi",
+        f'  exec 9>>"${directory}/slot-${counter}"',
+        "  flock -n 9 && break",
+        "  exec 9>&-",
+        "done",
+        f"unset {counter}",
     ]

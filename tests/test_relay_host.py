@@ -379,7 +379,7 @@ def test_a_wrong_secret_and_a_second_controller_are_refused(
         with pytest.raises(Refused) as wrong:
             thief.attach()
         assert wrong.value.status == EXIT_WRONG_SECRET
-        assert refusal_error(wrong.value.status, "RA-REFUSED wrong secret").cause is Cause.MISUSE
+        assert refusal_error(wrong.value.status, "RA-REFUSED wrong secret").cause is Cause.NOT_OWNER
         with pytest.raises(Refused) as elsewhere:
             other.attach(takeover=False)
         assert elsewhere.value.status == EXIT_ATTACHED_ELSEWHERE

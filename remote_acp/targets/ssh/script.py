@@ -16,13 +16,19 @@ client sends it only once it saw the marker, so a session given up before (a log
 past the bound) reads end of file there and starts nothing (:data:`EXIT_NO_GO`). Then it starts
 the agent and supervises it.
 
+With a reattach window the agent does not run under this supervisor (whose end is the
+connection's): after the go-ahead the script is the start step of :mod:`.relay.start`, which reads
+the start request (the line after ``go``), starts the relay and is the first attachment. All
+before the go-ahead is the same (the relay and agent inherit the workspace, environment and PATH),
+with :data:`WINDOW_TOOLS` checked too; the session's directory is in the user's slot directory.
+
 Capacity (when the session has one): before the ready marker the script takes one of the host's
 agent slots, a lock (``flock``) on one of the files ``slot-1`` .. ``slot-N`` in the user's slot
 directory (:data:`SLOT_DIR_PREFIX` and the user id), held on a descriptor that the script and
 the agent keep open for the session's whole life. The kernel releases it when the last of them
 exits, however it dies, so slots hold across controllers with no coordinator and never leak. Every
 slot held: exit :data:`EXIT_AT_CAPACITY` with :data:`AT_CAPACITY_MARK`, nothing started. A
-probe counts held slots read-only, from ``/proc/locks``.
+probe counts held slots read-only, from ``/proc/locks``. The slot lines are :mod:`hostinv.slots`'s.
 
 See :mod:`remote_acp.targets.ssh.target` for the theory of operation of the supervisor and what the
 host needs.
@@ -36,9 +42,18 @@ import shlex
 from typing import TYPE_CHECKING, Final
 
 from hostinv.shell_data import PLAIN
-from hostinv.slots import PRIVATE, slot_dir_lines
+from hostinv.slots import (
+    AT_CAPACITY_MARK,
+    EXIT_AT_CAPACITY,
+    EXIT_NO_SLOTS,
+    PRIVATE,
+    SLOTS_MARK,
+    own_slot_dir_lines,
+    take_slot_lines,
+)
 
 from .loader import END_MARK, EXIT_INCOMPLETE, INCOMPLETE_MARK, data_line
+from .relay.start import start_script
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -53,18 +68,22 @@ __all__ = [
     "SIGNAL_MARK",
     "SLOTS_MARK",
     "SLOT_DIR_PREFIX",
+    "SLOT_TOOLS",
     "SUPERVISOR_TOOLS",
     "TOOL_FALLBACK_PATH",
     "TOOL_MARK",
     "WATCH_TRAP",
+    "WINDOW_TOOLS",
     "WORKSPACE_MARK",
     "check_count",
+    "check_login_options",
+    "go_ahead_lines",
+    "loader_check_line",
     "remote_script",
+    "tool_lines",
     "validate_env_names",
 ]
 
-EXIT_NO_SLOTS: Final = 93
-EXIT_AT_CAPACITY: Final = 94
 EXIT_NO_GO: Final = 95
 EXIT_NO_TOOL: Final = 96
 EXIT_NO_WORKSPACE: Final = 97
@@ -72,8 +91,6 @@ WORKSPACE_MARK: Final = "remote-acp: workspace unavailable:"
 SIGNAL_MARK: Final = "remote-acp: the agent was killed by signal"
 TOOL_MARK: Final = "remote-acp: this host lacks a tool the session's supervisor needs:"
 NO_GO_MARK: Final = "remote-acp: no go-ahead after the ready marker; nothing was started"
-AT_CAPACITY_MARK: Final = "remote-acp: host at capacity: every agent slot is held; slots:"
-SLOTS_MARK: Final = "remote-acp: the agent slots directory is not usable (it must be a directory the user owns):"
 SLOT_DIR_PREFIX: Final = PRIVATE
 """Where sessions keep their agent slots by default: the user's own directory on the host
 (:mod:`hostinv.slots`), never one another user could make first."""
@@ -81,6 +98,9 @@ SLOT_TOOLS: Final = ("flock", "id", "ls")
 """What taking a slot runs besides the supervisor's tools."""
 SUPERVISOR_TOOLS: Final = ("awk", "grep", "sed", "cat", "sleep")
 """What the supervisor runs besides builtins (and ``ps``, ``tr`` on a host without ``/proc``)."""
+WINDOW_TOOLS: Final = ("mkfifo", "dd", "wc", "tail", "mkdir", "mv", "rm")
+"""What a reattach window's steps run besides the supervisor's and the slots' tools (``setsid``
+and ``sha256sum`` where they are; ``/bin/sh`` runs the relay)."""
 TOOL_FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 """Where the supervisor looks for its tools after the login's PATH."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -338,48 +358,49 @@ def remote_script(
     capacity: int | None = None,
     slot_prefix: str = SLOT_DIR_PREFIX,
     preflight: str | None = None,
+    reattach_window_s: int | None = None,
 ) -> str:
     """The script ``/bin/sh`` runs on the host (see the module docstring); it travels on stdin
     (:func:`stdin_prefix`), and holds the data (:func:`data_line`).
 
-    A string command is a shell fragment the operator owns, run by ``/bin/sh`` (``eval``); a list
-    is run word by word (``exec "$@"``). ``env``: the variables carried to the agent. ``token``
-    (random by default; letters and digits) marks the agent's environment, so descendants that
-    left its process group and lost their parent are still found (through ``/proc`` where it
-    exists). Scripts running at the same time on one host need distinct tokens: a finished
-    script's cleanup kills whatever carries its token. ``ready_marker``: printed on a line of its
-    own once the script is ready, after which one line (``go``) is read before the agent starts;
-    ``None``: neither. ``tool_path``: where the supervisor's tools are looked for after the
-    login's PATH. ``capacity``: take one of the host's first ``capacity`` agent slots before
-    the agent starts (see the module docstring); ``None``: take none. ``slot_prefix``: the slot
-    directory, less the user id (tests point it elsewhere). ``preflight``: POSIX sh run in a
-    subshell (stdin ``/dev/null``) before the workspace is entered; what it prints on stdout
-    reaches the client before the ready marker (requires one). ASCII, since the script is.
+    A string command is a shell fragment the operator owns, run by ``/bin/sh`` (``eval``; with a
+    window, ``/bin/sh -c``); a list is run word by word (``exec "$@"``). ``env``: the variables
+    carried to the agent. ``token`` (random by default; letters and digits) marks the agent's
+    environment, so descendants that left its process group and lost their parent are still
+    found (through ``/proc`` where it exists). Scripts running at the same time on one host need
+    distinct tokens: a finished script's cleanup kills whatever carries its token.
+    ``ready_marker``: printed on a line of its own once the script is ready, after which one line
+    (``go``) is read before the agent starts; ``None``: neither. ``tool_path``: where the
+    supervisor's tools are looked for after the login's PATH. ``capacity``: take one of the
+    host's first ``capacity`` agent slots before the agent starts (see the module docstring);
+    ``None``: take none. ``slot_prefix``: the slot directory, less the user id (tests point it
+    elsewhere). ``preflight``: POSIX sh run in a subshell (stdin ``/dev/null``) before the
+    workspace is entered; what it prints on stdout reaches the client before the ready marker
+    (requires one). ASCII, since the script is. ``reattach_window_s``: run the agent under a
+    relay that keeps it that many seconds with no link (requires a ready marker; the relay marks
+    the agent with the start request's session id, not ``token``).
 
-    :raises ValueError: for a ``kill_grace_s`` or ``capacity`` that is not an integer of at least 1, a token or
-        marker that is not made of ASCII letters, digits and ``-``, a tool path with a quote or
-        a line break, or a slot prefix that is not a plain absolute path.
+    :raises ValueError: for a ``kill_grace_s``, ``capacity`` or ``reattach_window_s`` that is not
+        an integer of at least 1, a token or marker that is not made of ASCII letters, digits and
+        ``-``, a tool path with a quote or a line break, a slot prefix that is not a plain
+        absolute path, or a window without a ready marker.
     """
     check_count("kill_grace_s", kill_grace_s)
     if capacity is not None:
         check_count("capacity", capacity)
     if token is not None and not (token.isascii() and token.isalnum()):
         raise ValueError("the session token must be ASCII letters and digits")
-    if ready_marker is not None and not (
-        ready_marker and ready_marker.replace("-", "").isalnum() and ready_marker.isascii()
-    ):
-        raise ValueError("the ready marker must be ASCII letters, digits and dashes")
-    if any(c in tool_path for c in "'\\\n"):
-        raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
-    if slot_prefix != PRIVATE and (not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= PLAIN):
-        raise ValueError("the slot prefix must be an absolute path of letters, digits and /._,:+=@%-")
+    check_login_options(ready_marker=ready_marker, tool_path=tool_path, slot_prefix=slot_prefix)
     if preflight is not None and (ready_marker is None or not preflight.isascii()):
         raise ValueError("a preflight needs a ready marker, and must be ASCII")
+    if reattach_window_s is not None:
+        check_count("reattach_window_s", reattach_window_s)
+        if ready_marker is None:
+            raise ValueError("a reattach window needs a ready marker (the start request follows the go-ahead)")
     incomplete = f"{{ printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; }}"
+    tools = SUPERVISOR_TOOLS + (SLOT_TOOLS if capacity is not None or reattach_window_s is not None else ())
     lines = [
-        # The bootstrap's own variable holds this line only when it read the line itself: a login
-        # script ate the loader line off stdin.
-        f"_ra_first=1; case ${{l-}} in _ra_first=1*) {incomplete} ;; esac",
+        loader_check_line(),
         data_line(workspace, command, env),
         f'_ra_d=$(printf \'%b.\' "$_ra_data") && eval "${{_ra_d%.}}" && [ "${{_ra_complete-}}" = 1 ] || {incomplete}',
         "unset _ra_data _ra_d _ra_complete",
@@ -389,25 +410,26 @@ def remote_script(
         f'[ -e "$_ra_ws" ] || _ra_why=missing; printf \'%s %s %s\\n\' {_q(WORKSPACE_MARK)} "$_ra_why" "$_ra_ws" >&2; '
         f"exit {EXIT_NO_WORKSPACE}; }}",
         f'if [ -n "$_ra_env" ]; then eval "$_ra_env" || {incomplete}; fi',
-        # The agent's PATH is the login's (and the carried one); the supervisor's own lookups
-        # fall back to the usual places, so a PATH a dotfile trimmed cannot leave it toolless.
-        "_ra_had_path=${PATH+1} _ra_path=${PATH-}",
-        f"PATH=${{PATH:+$PATH:}}{_q(tool_path)}",
-        f"_ra_tools='{' '.join(SUPERVISOR_TOOLS + (SLOT_TOOLS if capacity is not None else ()))}'",
-        '[ -r "/proc/$$/stat" ] || _ra_tools="$_ra_tools ps tr"',
-        "for _ra_t in $_ra_tools; do",
-        '  command -v "$_ra_t" >/dev/null 2>&1 || '
-        f"{{ printf '%s %s\\n' {_q(TOOL_MARK)} \"$_ra_t\" >&2; exit {EXIT_NO_TOOL}; }}",
-        "done",
+        *tool_lines(tools + (WINDOW_TOOLS if reattach_window_s is not None else ()), tool_path),
     ]
+    if reattach_window_s is not None:
+        assert ready_marker is not None
+        lines += own_slot_dir_lines(slot_prefix, out="_ra_base", scratch="_ra_sl")
+        if capacity is not None:
+            lines += take_slot_lines(capacity, directory="_ra_base", counter="_ra_k")
+        # A fragment runs under /bin/sh as the relay's child: the relay's own variables stay its own.
+        lines += [*go_ahead_lines(ready_marker), '[ -n "$_ra_list" ] || set -- /bin/sh -c "$_ra_cmd"']
+        # The slot, if any, is on descriptor 9 already: the start step takes none and hands it on.
+        start = start_script(None, window_s=reattach_window_s, capacity=None, grace_s=kill_grace_s)
+        return "\n".join(lines) + "\n" + start + END_MARK + "\n"
     if capacity is not None:
-        lines += _slot_lines(capacity, slot_prefix)
-    if ready_marker is not None:
         lines += [
-            f"printf '%s\\n' {ready_marker}",
-            'IFS= read -r _ra_go && [ "$_ra_go" = go ] || '
-            f"{{ printf '%s\\n' {_q(NO_GO_MARK)} >&2; exit {EXIT_NO_GO}; }}",
+            *own_slot_dir_lines(slot_prefix, out="_ra_sd", scratch="_ra_sl"),
+            *take_slot_lines(capacity, directory="_ra_sd", counter="_ra_k"),
+            "unset _ra_sd",
         ]
+    if ready_marker is not None:
+        lines += go_ahead_lines(ready_marker)
     supervise = (
         _SHIPPED_SUPERVISE.replace("__SINCE__", _SINCE.strip("\n"))
         .replace("__WATCH_TRAP__", WATCH_TRAP)
@@ -418,41 +440,53 @@ def remote_script(
     return "\n".join(lines) + supervise + END_MARK + "\n"
 
 
-def _slot_lines(capacity: int, prefix: str) -> list[str]:
-    """Take a free slot of the first ``capacity`` on descriptor 9, or exit (see the module docstring).
+# -- the pieces a reconnect's login shares (relay.login) ---------------------------------------
 
-    ``exec 9>>`` creates the file if needed and never truncates; a failing ``exec`` redirection
-    ends a non-interactive shell, which is the right outcome in a directory we cannot write.
+
+def check_login_options(*, ready_marker: str | None, tool_path: str, slot_prefix: str) -> None:
+    """Refuse a marker, tool path or slot prefix a script cannot carry as it is.
+
+    :raises ValueError: naming which.
     """
-    unusable = f"{{ printf '%s %s\\n' {_q(SLOTS_MARK)} \"$_ra_sd\" >&2; exit {EXIT_NO_SLOTS}; }}"
+    if ready_marker is not None and not (
+        ready_marker and ready_marker.replace("-", "").isalnum() and ready_marker.isascii()
+    ):
+        raise ValueError("the ready marker must be ASCII letters, digits and dashes")
+    if any(c in tool_path for c in "'\\\n"):
+        raise ValueError("the tool path must not hold quotes, backslashes or line breaks")
+    if slot_prefix != PRIVATE and (not slot_prefix.startswith("/") or not set(slot_prefix.encode()) <= PLAIN):
+        raise ValueError("the slot prefix must be an absolute path of letters, digits and /._,:+=@%-")
+
+
+def loader_check_line() -> str:
+    """A script's first line: the bootstrap's own variable holds this line only when it read the
+    line itself, that is when a login script ate the loader line off stdin."""
+    incomplete = f"{{ printf '%s\\n' {_q(INCOMPLETE_MARK)} >&2; exit {EXIT_INCOMPLETE}; }}"
+    return f"_ra_first=1; case ${{l-}} in _ra_first=1*) {incomplete} ;; esac"
+
+
+def tool_lines(tools: Sequence[str], tool_path: str) -> list[str]:
+    """Find ``tools`` on the login's PATH, then in ``tool_path``; exit :data:`EXIT_NO_TOOL` with
+    :data:`TOOL_MARK` naming the first found nowhere. The login's PATH is kept in ``_ra_path``
+    (``_ra_had_path`` empty when it was unset) for the agent."""
     return [
-        # The effective uid, as id -u prints it: the second Uid field of the shell's own status,
-        # read without starting a program (every one costs the session's start a few ms).
-        "_ra_uid=",
-        "if [ -r /proc/self/status ]; then",
-        "  while read -r _ra_k _ra_r _ra_e _ra_x; do",
-        "    case $_ra_k in Uid:) _ra_uid=$_ra_e; break ;; esac",
-        "  done </proc/self/status",
-        "fi",
-        'case $_ra_uid in ""|*[!0-9]*) _ra_uid=$(id -u) ;; esac',
-        f'case $_ra_uid in ""|*[!0-9]*) {unusable} ;; esac',
-        *slot_dir_lines(prefix, out="_ra_sd", uid="_ra_uid", scratch="_ra_sl"),
-        # The home fallback's parents may be missing; the slot directory itself is made private.
-        '[ -d "$_ra_sd" ] || { mkdir -p -- "${_ra_sd%/*}" 2>/dev/null; mkdir -m 700 -- "$_ra_sd" 2>/dev/null; }',
-        # Owned by us and no link: nobody else can hold our slots or plant files among them.
-        # test -O where the shell's test has it (status 2 where it does not), else ls's owner.
-        '[ -d "$_ra_sd" ] && [ ! -h "$_ra_sd" ] || ' + unusable,
-        '[ -O "$_ra_sd" ] 2>/dev/null; _ra_o=$?',
-        '[ "$_ra_o" = 0 ] || { [ "$_ra_o" -gt 1 ] && '
-        f'[ "$(ls -ldn -- "$_ra_sd" | awk \'{{ print $3 }}\')" = "$_ra_uid" ]; }} || {unusable}',
-        "_ra_k=0",
-        "while :; do",
-        "  _ra_k=$((_ra_k + 1))",
-        f"  if [ \"$_ra_k\" -gt {capacity} ]; then printf '%s %s\\n' {_q(AT_CAPACITY_MARK)} {capacity} >&2; "
-        f"exit {EXIT_AT_CAPACITY}; fi",
-        '  exec 9>>"$_ra_sd/slot-$_ra_k"',
-        "  flock -n 9 && break",
-        "  exec 9>&-",
+        # The agent's PATH is the login's (and the carried one); the supervisor's own lookups
+        # fall back to the usual places, so a PATH a dotfile trimmed cannot leave it toolless.
+        "_ra_had_path=${PATH+1} _ra_path=${PATH-}",
+        f"PATH=${{PATH:+$PATH:}}{_q(tool_path)}",
+        f"_ra_tools='{' '.join(tools)}'",
+        '[ -r "/proc/$$/stat" ] || _ra_tools="$_ra_tools ps tr"',
+        "for _ra_t in $_ra_tools; do",
+        '  command -v "$_ra_t" >/dev/null 2>&1 || '
+        f"{{ printf '%s %s\\n' {_q(TOOL_MARK)} \"$_ra_t\" >&2; exit {EXIT_NO_TOOL}; }}",
         "done",
-        "unset _ra_k _ra_r _ra_e _ra_x _ra_o _ra_uid _ra_sd",
+    ]
+
+
+def go_ahead_lines(ready_marker: str) -> list[str]:
+    """Print the marker on a line of its own, then read the go-ahead (``go``) or exit
+    :data:`EXIT_NO_GO`."""
+    return [
+        f"printf '%s\\n' {ready_marker}",
+        f"IFS= read -r _ra_go && [ \"$_ra_go\" = go ] || {{ printf '%s\\n' {_q(NO_GO_MARK)} >&2; exit {EXIT_NO_GO}; }}",
     ]

@@ -9,11 +9,12 @@ from the offset the controller has, and that appends the controller's input fram
 connection has been attached for the window's length, the relay ends the agent's whole tree,
 frees the slot and removes the directory.
 
-One module per step: :mod:`.segments` (the shell helpers every step shares: segment files and
-doorbells), :mod:`.holder` (the relay), :mod:`.attach` (an attachment, and its exit codes),
-:mod:`.start` (the first connection: session directory, secret, slot, relay),
-:mod:`.host_check` (whether the host keeps what a login leaves behind) and :mod:`.link` (the
-controller's side of the protocol, without I/O).
+One module per step: :mod:`.segments` (the shell helpers every step shares: segment files,
+doorbells, the relay's poke), :mod:`.holder` (the relay), :mod:`.attach` (an attachment, and its
+exit codes), :mod:`.start` (the first connection: session directory, secret, slot, relay; the
+session script ends with it when the session has a window), :mod:`.login` (a reconnect's login,
+which ends with an attachment), :mod:`.host_check` (whether the host keeps what a login leaves
+behind) and :mod:`.link` (the controller's side of the protocol, without I/O).
 """
 
 __all__: list[str] = []

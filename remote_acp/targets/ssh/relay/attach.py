@@ -1,24 +1,35 @@
 """An attachment: one ssh connection that takes a reattachable session over.
 
-Run as ``sh -c TEXT`` on a new connection, it reads one request line from stdin,
-``ID K J MODE SECRET``: the session, the output offset the controller has (it wants the output
-from ``K`` on), the input bytes it sent, ``attach`` (refused while another connection is attached)
-or ``takeover`` (the same controller reconnecting: the older connection, dead or half-open, is
-ended), and the secret, read by the ``read`` builtin, so it is never in an argv or an
-environment. The secret's hash must match the one the start step stored; a wrong secret is
-answered after a second, so guessing is slow.
+Run as ``sh -c TEXT`` on a new connection (or as the end of a reconnect's login,
+:mod:`.login`), it reads one request line from stdin, ``ID K J MODE SECRET``: the session, the
+output offset the controller has (it wants the output from ``K`` on), the input bytes it sent,
+``attach`` (refused while another connection is attached) or ``takeover`` (the same controller
+reconnecting: the older connection, dead or half-open, is ended), and the secret, read by the
+``read`` builtin, so it is never in an argv or an environment. The secret's hash must match the
+one the start step stored; a wrong secret is answered after a second, so guessing is slow.
 
-Reply: ``RA-ATTACHED out=K in=J'`` (:data:`ATTACHED_MARK`), where ``J'`` is how many input bytes
-the host has (the controller resends from there), then the agent's output from ``K`` on, raw; the
-controller counts bytes. Or ``RA-REFUSED WHY`` (:data:`REFUSED_MARK`) and one of the exit codes
-below. Then stdin carries frames: ``D N`` and a newline then N bytes for the agent's stdin;
-``A K`` (output received up to K: the host may drop it); ``E`` (close the agent's stdin). At the
-end of the output, stderr gets ``RA-END out=N rc=R`` (:data:`END_MARK`) and stdout closes; once
-stdin closes the exit status is the agent's.
+A new controller that knows nothing of the session's counts sends ``-`` for either: ``K=-`` is the
+output from the host's acknowledged offset (``ack``; the first kept segment's start if that is
+higher), ``J=-`` takes the input the host has as what was sent. With ``J=-`` an input that does not
+end with a newline (a frame a dead controller's lost link cut short) gets one first, so that
+partial line cannot run into the new controller's first message; ``in=`` counts it.
+
+Reply: ``RA-ATTACHED out=K in=J'`` (:data:`ATTACHED_MARK`), the actual numbers: ``K`` where the
+output that follows starts, ``J'`` how many input bytes the host has (the controller resends from
+there); then the agent's output from ``K`` on, raw; the controller counts bytes. Or ``RA-REFUSED
+WHY`` (:data:`REFUSED_MARK`) and one of the exit codes below. Then stdin carries frames: ``D N``
+and a newline then N bytes for the agent's stdin; ``A K`` (output received up to K: the host may
+drop it); ``E`` (close the agent's stdin); ``X`` (end the session now: the relay ends the agent's
+tree, and the rest of the output still comes). At the end of the output, stderr gets ``RA-END
+out=N rc=R`` (:data:`END_MARK`) and stdout closes; once stdin closes the exit status is the
+agent's. When stdin closes the attachment lets go of the session's lock and pokes the relay, so
+an ended session is removed at once.
 
 Frames are read without over-reading: the ``read`` builtin reads a pipe a byte at a time, and
-``dd bs=N count=1`` at most N bytes. The session's lock is held by every process of the
-connection (the follower too), so the relay sees it attached until the last of them is gone.
+``dd bs=N count=1`` at most N bytes. The session's lock is held by the connection's shell (the
+follower closes its copy), so the relay sees it attached until that shell lets go or is gone.
+The input's last segment is begun only when a byte is on its way, so it holds the input's last
+byte (what ``J=-`` looks at).
 """
 
 from __future__ import annotations
@@ -58,7 +69,12 @@ END_MARK: Final = "RA-END"
 _ATTACH = r"""
 _ra_refuse() { printf '%s %s\n' __REFUSED__ "$2"; exit "$1"; }
 case $_ra_id in ''|*[!A-Za-z0-9]*) _ra_refuse __BAD__ "bad session id" ;; esac
-case $_ra_k$_ra_j in ''|*[!0-9]*) _ra_refuse __BAD__ "bad offsets" ;; esac
+for _ra_v in "$_ra_k" "$_ra_j"; do
+  case $_ra_v in -) ;; ''|*[!0-9]*) _ra_refuse __BAD__ "bad offsets" ;; esac
+done
+# no leading zeros: arithmetic would read them as octal
+case $_ra_k in -) ;; *) _ra_dec ".$_ra_k"; _ra_k=$_ra_v ;; esac
+case $_ra_j in -) ;; *) _ra_dec ".$_ra_j"; _ra_j=$_ra_v ;; esac
 D=$_ra_base/s-$_ra_id
 [ -d "$D" ] && [ ! -e "$D/expired" ] || _ra_refuse __GONE__ "no such session (expired, ended, or never started)"
 if [ -z "${_ra_fresh-}" ]; then
@@ -71,6 +87,18 @@ if [ -z "${_ra_fresh-}" ]; then
   _ra_secret=
   [ -n "$_ra_h" ] && [ "$_ra_h" = "$_ra_val" ] || { sleep 1; _ra_refuse __SECRET__ "wrong secret"; }
 fi
+
+# Whether the input ends with a newline (or is empty). The last segment is empty only when a link
+# was lost right after a segment filled; then the one before tells, unless it was fed and removed.
+_ra_lastnl() {
+  _ra_g=$_ra_iseg
+  if [ "$_ra_isize" = 0 ]; then
+    [ "$_ra_in" = 0 ] && return 0
+    _ra_g=; for _ra_f in "$D"/i.*; do [ "$_ra_f" = "$_ra_iseg" ] && break; _ra_g=$_ra_f; done
+    [ -n "$_ra_g" ] || return 1
+  fi
+  _ra_v=$(tail -c 1 <"$_ra_g" | wc -l); [ $((_ra_v)) = 1 ]
+}
 
 exec 8>>"$D/attach.lock" || _ra_refuse __GONE__ "no such session"
 # The relay takes a shared lock for a moment each second: retry a while.
@@ -91,14 +119,24 @@ fi
 # Our process group (sshd makes the login its own session): what a takeover ends.
 { read -r _ra_s <"/proc/$$/stat"; } 2>/dev/null; _ra_s=${_ra_s##*) }; set -- $_ra_s; echo "${3-}" >"$D/attach.pgid"
 
-_ra_first=
+_ra_first=0
 for _ra_f in "$D"/o.*; do _ra_dec "$_ra_f"; _ra_first=$_ra_v; break; done
-[ "$_ra_k" -ge "${_ra_first:-0}" ] || _ra_refuse __OFFSET__ "output below offset $_ra_first is no longer kept"
 _ra_a=; { read -r _ra_a <"$D/ack"; } 2>/dev/null
 case $_ra_a in ''|*[!0-9]*) _ra_a=0 ;; esac
+# "-": from what the host had acknowledged (a new controller starts at its last whole line)
+if [ "$_ra_k" = - ]; then _ra_k=$_ra_a; [ "$_ra_k" -ge "$_ra_first" ] || _ra_k=$_ra_first; fi
+[ "$_ra_k" -ge "$_ra_first" ] || _ra_refuse __OFFSET__ "output below offset $_ra_first is no longer kept"
 [ "$_ra_k" -gt "$_ra_a" ] && printf '%s\n' "$_ra_k" >"$D/ack"
 _ra_lastseg "$D/i"; _ra_iseg=$_ra_v; _ra_dec "$_ra_iseg"; _ra_istart=$_ra_v
 _ra_size "$_ra_iseg"; _ra_isize=$_ra_v; _ra_in=$((_ra_istart + _ra_isize))
+if [ "$_ra_j" = - ]; then
+  # What the host has is what was sent; a line a lost link cut short must not run into the new
+  # controller's first one: it gets its end.
+  if ! _ra_lastnl; then
+    printf '\n' >>"$_ra_iseg"; _ra_isize=$((_ra_isize + 1)); _ra_in=$((_ra_in + 1)); _ra_ring "$D/ibell"
+  fi
+  _ra_j=$_ra_in
+fi
 [ "$_ra_in" -le "$_ra_j" ] || _ra_refuse __OFFSET__ "the host has $_ra_in input bytes, more than the $_ra_j sent"
 printf '%s out=%s in=%s\n' __ATTACHED__ "$_ra_k" "$_ra_in" || exit 99
 
@@ -144,6 +182,11 @@ while IFS= read -r _ra_fr; do
       _ra_fed
       while [ $((_ra_in - _ra_fd)) -gt __BOUND__ ]; do sleep 0.1; _ra_fed; done
       while [ "$_ra_left" -gt 0 ]; do
+        # A full segment is followed only when a byte is on its way, so the last segment holds
+        # the last byte (but for a link lost right there).
+        if [ "$_ra_isize" -ge __SEGMENT__ ]; then
+          _ra_istart=$_ra_in; _ra_isize=0; _ra_name "$D/i" "$_ra_in"; _ra_iseg=$_ra_v
+        fi
         _ra_b=$_ra_left; [ "$_ra_b" -gt "$_ra_bs" ] && _ra_b=$_ra_bs
         dd bs="$_ra_b" count=1 >>"$_ra_iseg" 2>"$D/dd.in"
         _ra_ddcount "$D/dd.in" "$_ra_b"
@@ -152,26 +195,28 @@ while IFS= read -r _ra_fr; do
           '') _ra_size "$_ra_iseg"; _ra_n=$((_ra_v - _ra_isize)) ;;
         esac
         _ra_isize=$((_ra_isize + _ra_n)); _ra_in=$((_ra_in + _ra_n)); _ra_left=$((_ra_left - _ra_n))
-        if [ "$_ra_isize" -ge __SEGMENT__ ]; then
-          _ra_istart=$_ra_in; _ra_isize=0; _ra_name "$D/i" "$_ra_in"; _ra_iseg=$_ra_v; : >>"$_ra_iseg"
-        fi
       done
       _ra_ring "$D/ibell" ;;
     E) echo "$_ra_in" >"$D/in.eof"; _ra_ring "$D/ibell" ;;
+    X) : >"$D/stop"; _ra_poke ;;
     *) break ;;
   esac
 done
-# The link is gone or the controller is done: the follower goes, the session stays with the relay.
+# The link is gone or the controller is done: the follower goes, the session stays with the
+# relay, which is told at once (an ended session is removed without waiting for a tick).
 kill "$_ra_follower" 2>/dev/null
 _ra_rc=; { read -r _ra_rc <"$D/rc"; } 2>/dev/null
+exec 8>&-
+_ra_poke
 case $_ra_rc in ''|*[!0-9]*) exit 99 ;; *) exit "$_ra_rc" ;; esac
 """
 
 
-def attach_prelude(base: str) -> str:
-    """What the attachment's text needs set first: the sessions' directory ``base`` and the
-    shared helpers (the start step's own lines come between this and :func:`attach_body`)."""
-    return f"_ra_base={shlex.quote(base)}\n{SEGMENT_HELPERS}"
+def attach_prelude(base: str | None) -> str:
+    """What the attachment's text needs set first: the sessions' directory ``base`` (``None``:
+    the lines before set ``_ra_base``) and the shared helpers (the start step's own lines come
+    between this and :func:`attach_body`)."""
+    return SEGMENT_HELPERS if base is None else f"_ra_base={shlex.quote(base)}\n{SEGMENT_HELPERS}"
 
 
 def attach_body(*, segment: int, bound: int) -> str:
@@ -194,8 +239,9 @@ def attach_body(*, segment: int, bound: int) -> str:
     )
 
 
-def attach_script(base: str, *, segment: int = DEFAULT_SEGMENT, bound: int = DEFAULT_BOUND) -> str:
-    """The whole attachment (see the module docstring) for sessions in ``base``."""
+def attach_script(base: str | None, *, segment: int = DEFAULT_SEGMENT, bound: int = DEFAULT_BOUND) -> str:
+    """The whole attachment (see the module docstring) for sessions in ``base`` (``None``: the
+    lines before set ``_ra_base``, as the reconnect's login does, :mod:`.login`)."""
     request = (
         "IFS=' ' read -r _ra_id _ra_k _ra_j _ra_mode _ra_secret || "
         f"{{ printf '%s %s\\n' {REFUSED_MARK} 'no request'; exit {EXIT_BAD_REQUEST}; }}\n"

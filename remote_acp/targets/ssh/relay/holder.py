@@ -1,11 +1,17 @@
 """The relay: what holds a reattachable session on the host, outliving every ssh connection.
 
 The start step runs it detached (``setsid``, its standard streams on ``/dev/null`` and a log, no
-descriptor of the ssh channel) as ``sh -c TEXT ra-relay D TOKEN AGENT ARGS...``, with descriptor
-9 the slot's lock. It starts, in the session directory ``D`` (see :mod:`.segments`):
+descriptor of the ssh channel) as ``sh -c TEXT ra-relay D TOKEN PATH UMASK AGENT ARGS...``, with
+descriptor 9 the slot's lock (when the session holds one). ``PATH`` is ``+`` and the agent's
+PATH, or ``-`` for none; ``UMASK`` the agent's (the steps run under ``077``). It writes its pid
+and start time to ``relay.pid`` and starts, in the session directory ``D`` (see :mod:`.segments`):
 
 * the agent, stdin the ``in`` FIFO, stdout the ``out`` FIFO, stderr the ``err`` FIFO, its
-  environment marked ``_RA_SESSION=TOKEN.`` so descendants that leave its tree are still found;
+  environment marked ``_RA_SESSION=TOKEN.`` so descendants that leave its tree are still found.
+  It runs under a subshell of the relay's that, the moment the agent ends, writes its status to
+  ``rc`` and pokes the relay; that subshell holds the agent's stdout until then, so ``rc`` is
+  there before the spooler sees the end of the output and the attached connection reports the
+  end at once (tens of milliseconds), not at the relay's next tick;
 * the spooler: the agent's output into ``o.*`` segments, one ``dd`` read at a time, never more
   than the bound unacknowledged (beyond it the spooler stops reading and the agent's writes block:
   backpressure, not loss);
@@ -14,12 +20,17 @@ descriptor of the ssh channel) as ``sh -c TEXT ra-relay D TOKEN AGENT ARGS...``,
   end of file only when the feeder, its last writer, ends (the controller closed its input);
 * the agent's stderr: its first MiB kept in ``agent.err``, the rest read and dropped.
 
-Then it watches, once a second: an attached connection holds ``attach.lock`` exclusively, so a
-shared lock that succeeds means nobody is attached. Nobody attached for the window: the agent's
-whole tree is ended (TERM, KILL after the grace), the slot freed, ``D`` removed. The agent ended
-and the controller acknowledged all its output: the same teardown. Whatever the relay signals is
-computed when it signals (the agent while it is still its child; descendants from ``/proc``;
-marked processes from their environment), never remembered, since a pid may be reused.
+Then it watches, on a tick of a second that a poke (``SIGUSR1``, see :mod:`.segments`) cuts
+short, so an idle session costs one ``sleep`` a second and an event is seen at once: an attached
+connection holds ``attach.lock`` exclusively, so a shared lock that succeeds means nobody is
+attached. Nobody attached for the window: the agent's whole tree is ended (TERM, KILL after the
+grace), the slot freed, ``D`` removed. The agent ended and the controller acknowledged all its
+output: the same teardown. A ``stop`` file (the controller's ``X`` frame): the tree is ended at
+once, its status recorded, and the output drains to the attached connection as at any end;
+with nobody attached the session is removed without waiting for acknowledgements or the window.
+Whatever the relay signals is computed when it signals (the agent while it is still its child;
+descendants from ``/proc``; marked processes from their environment), never remembered, since a
+pid may be reused; during the grace it looks again every tenth of a second.
 
 Descriptors are closed with ``exec`` inside each subshell: a redirection on a function call
 makes dash keep a saved copy (descriptor 10 and up) for as long as the function runs, and a saved
@@ -33,9 +44,10 @@ from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bou
 __all__ = ["relay_script"]
 
 _RELAY = r"""
-D=$1; _ra_token=$2; shift 2
+D=$1; _ra_token=$2; _ra_apath=$3; _ra_umask=$4; shift 4
+# A poke (USR1) cuts the current tick short; set before anything could send one.
+_ra_wake=; trap '_ra_wake=1' USR1
 cd "$D" || exit 1
-echo $$ >"$D/relay.pid"
 
 _ra_spool() {
   _ra_st=0 _ra_sz=0 _ra_unk=0 _ra_ack=0
@@ -106,7 +118,7 @@ _ra_stat() {
   { read -r _ra_s <"/proc/$1/stat"; } 2>/dev/null
   _ra_s=${_ra_s##*) }
   set -- $_ra_s
-  _ra_state=${1-} _ra_pp=${2-}
+  _ra_state=${1-} _ra_pp=${2-} _ra_start=${20-}
 }
 _ra_tree() {
   cat /proc/[0-9]*/stat 2>/dev/null | sed -n 's/^\([0-9][0-9]*\) .*) \([A-Za-z]\) \([0-9][0-9]*\) .*/\1 \3 \2/p' |
@@ -133,17 +145,28 @@ _ra_kill_tree() {
   _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
   kill -TERM $_ra_set 2>/dev/null
   _ra_i=0
-  while [ "$_ra_i" -lt __GRACE__ ]; do
-    sleep 1; _ra_i=$((_ra_i + 1))
+  while [ "$_ra_i" -lt __GRACE_TENTHS__ ]; do
+    sleep 0.1; _ra_i=$((_ra_i + 1))
     _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
   done
   kill -KILL $_ra_set 2>/dev/null
 }
 
+_ra_stat $$; echo "$$ $_ra_start" >"$D/relay.pid"
 exec 4<>"$D/in"
 ( exec 4>&- 9>&-; _ra_spool ) <"$D/out" 2>>"$D/relay.log" &
 _ra_spooler=$!
-( export _RA_SESSION="$_ra_token."; exec "$@" ) <"$D/in" >"$D/out" 2>"$D/err" 4>&- &
+# The agent under a subshell of ours that records its status as it ends and wakes us: the end
+# reaches the attached connection without waiting for a tick. Its TERM is caught, so the tree's
+# TERM leaves it to record the agent's own status (a caught signal is the default again after exec).
+(
+  trap : TERM
+  ( umask "$_ra_umask"; case $_ra_apath in -) unset PATH ;; *) PATH=${_ra_apath#?} ;; esac
+    export _RA_SESSION="$_ra_token."; exec "$@" )
+  _ra_x=$?
+  echo "$_ra_x" >"$D/rc.tmp" && mv "$D/rc.tmp" "$D/rc"
+  _ra_poke; exit "$_ra_x"
+) <"$D/in" >"$D/out" 2>"$D/err" 4>&- &
 _ra_agent=$!
 ( exec 4>&- 9>&-; dd bs=65536 count=16 >>"$D/agent.err" 2>/dev/null; exec cat >/dev/null ) <"$D/err" &
 ( exec 9>&-; _ra_feed ) </dev/null >/dev/null 2>>"$D/relay.log" &
@@ -165,19 +188,28 @@ _ra_end() {
   cd / && rm -rf "$D"
   exit 0
 }
-_ra_now; _ra_seen=$_ra_t; _ra_rc=
+_ra_now; _ra_seen=$_ra_t; _ra_rc= _ra_stopped=
 while :; do
-  sleep 1 & wait $!
+  # A tick, cut short by a poke (wait returns on a trapped signal); its sleep goes with it.
+  sleep 1 & _ra_sl=$!
+  if [ -n "$_ra_wake" ] || ! wait "$_ra_sl"; then kill "$_ra_sl" 2>/dev/null; fi
+  _ra_wake=
   _ra_now
   if flock -n -s 8; then flock -u 8; _ra_att=; else _ra_att=1; _ra_seen=$_ra_t; fi
   if [ -z "$_ra_rc" ]; then
+    if [ -z "$_ra_stopped" ] && [ -e "$D/stop" ]; then
+      _ra_stopped=1; echo "stop: the controller ends the session" >>"$D/relay.log"; _ra_kill_tree
+    fi
     _ra_stat "$_ra_agent"
     if [ "$_ra_pp" != $$ ] || [ "$_ra_state" = Z ]; then
       wait "$_ra_agent"; _ra_rc=$?
-      echo "$_ra_rc" >"$D/rc"
+      [ -e "$D/rc" ] || { echo "$_ra_rc" >"$D/rc.tmp" && mv "$D/rc.tmp" "$D/rc"; }
       _ra_agent=0; _ra_kill_tree  # what the agent left behind
       exec 9>&-                   # the slot is free while the controller drains the output
     fi
+  fi
+  if [ -n "$_ra_rc" ] && [ -e "$D/stop" ] && [ -z "$_ra_att" ] && flock -n -x 8; then
+    _ra_end "ended by the controller, rc=$_ra_rc, nothing attached"
   fi
   if [ -n "$_ra_rc" ] && [ -e "$D/out.eof" ]; then
     read -r _ra_e <"$D/out.eof"; _ra_a=; { read -r _ra_a <"$D/ack"; } 2>/dev/null
@@ -202,6 +234,6 @@ def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGM
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an integer of at least 1")
     check_bounds(segment, bound)
-    return SEGMENT_HELPERS + _RELAY.replace("__WINDOW__", str(window_s)).replace("__GRACE__", str(grace_s)).replace(
-        "__SEGMENT__", str(segment)
-    ).replace("__BOUND__", str(bound))
+    return SEGMENT_HELPERS + _RELAY.replace("__WINDOW__", str(window_s)).replace(
+        "__GRACE_TENTHS__", str(10 * grace_s)
+    ).replace("__SEGMENT__", str(segment)).replace("__BOUND__", str(bound))

@@ -7,14 +7,18 @@ What ends a detached relay on Linux hosts:
   not leave, is stopped with every process in it;
 * ``StopIdleSessionSec=`` (systemd 252+): an idle session is stopped the same way;
 * ``/run/user/UID`` (``$XDG_RUNTIME_DIR``) is removed when the user's last session ends unless the
-  user lingers: a spool or a slot there would go with it.
+  user lingers: a spool or a slot there would go with it. So the check refuses too when the
+  sessions' directory would be there (``in_runtime=yes``) and it is not kept
+  (``runtime_kept=no``), naming the fix (``loginctl enable-linger USER``).
 
 A login in no logind session (no PAM or systemd, a container) has nothing that reaps the relay.
 logind's settings come from ``loginctl`` when it answers, else from its configuration files in
 logind's order (the last assignment wins; the compiled default is ``no`` on the common
 distributions, reported as ``no?``).
 
-The script prints one line, :data:`HOST_CHECK_MARK` then ``verdict=ok|refuse`` and what it found,
+Run as ``sh -c TEXT ra-check BASE``, ``BASE`` the directory the sessions would live in (the user's
+slot directory); without it, the default slot place is assumed: the runtime directory when there
+is one. The script prints one line, :data:`HOST_CHECK_MARK` then ``verdict=ok|refuse`` and what it found,
 ``spool=DIR`` (where a detached session's files may live: the runtime directory when it is kept,
 else the home's cache) and, on a refusal, ``reason="..."``. :func:`parse_host_check` reads it.
 """
@@ -30,6 +34,7 @@ HOST_CHECK_MARK: Final = "RA-HOSTCHECK"
 NO_WINDOW_MARK: Final = "remote-acp: this host does not keep a detached session:"
 
 _CHECK = r"""
+_ra_base=${1-}
 _ra_uid=$(id -u); _ra_user=$(id -un 2>/dev/null || echo "$_ra_uid")
 # 1. a logind session? its scope is in our cgroup path
 _ra_scope=
@@ -92,6 +97,14 @@ _ra_ru=__RUNUSER__
 _ra_rt=${XDG_RUNTIME_DIR:-$_ra_ru/$_ra_uid}; _ra_rtkeep=yes
 case $_ra_rt in "$_ra_ru"/*) [ -n "$_ra_scope" ] && [ "$_ra_linger" != yes ] && _ra_rtkeep=no ;; esac
 [ -d "$_ra_rt" ] || _ra_rtkeep=absent
+# Where the sessions' directory is: given, or the default slot place, the runtime directory when
+# there is one
+_ra_inrt=no
+if [ -n "$_ra_base" ]; then
+  case $_ra_base in "$_ra_rt"|"$_ra_rt"/*|"$_ra_ru/$_ra_uid"|"$_ra_ru/$_ra_uid"/*) _ra_inrt=yes ;; esac
+elif [ "$_ra_rtkeep" != absent ]; then
+  _ra_inrt=yes
+fi
 # 4. verdict and spool place
 _ra_verdict=ok _ra_reason=
 if [ -z "$_ra_scope" ]; then
@@ -107,6 +120,11 @@ else
     _ra_reason="systemd-logind StopIdleSessionSec=$_ra_idle: an idle session is stopped with its processes"
   fi
 fi
+if [ "$_ra_verdict" = ok ] && [ "$_ra_inrt" = yes ] && [ "$_ra_rtkeep" = no ]; then
+  _ra_verdict=refuse
+  _ra_reason="the sessions' directory ${_ra_base:-$_ra_rt} is in the runtime directory $_ra_rt, removed at the"
+  _ra_reason="$_ra_reason user's last logout; keep it with: loginctl enable-linger $_ra_user"
+fi
 if [ "$_ra_rtkeep" = yes ]; then _ra_spool=$_ra_rt/remote-acp-slots
 else
   _ra_h=; [ -r /proc/sys/kernel/hostname ] && read -r _ra_h </proc/sys/kernel/hostname
@@ -114,7 +132,8 @@ else
 fi
 printf '__MARK__ verdict=%s logind=%s scope=%s kill=%s applies=%s linger=%s ' \
   "$_ra_verdict" "$_ra_logind" "${_ra_scope:-none}" "$_ra_kill" "$_ra_applies" "$_ra_linger"
-printf 'src=%s runtime=%s runtime_kept=%s spool=%s' "${_ra_src:-none}" "$_ra_rt" "$_ra_rtkeep" "$_ra_spool"
+printf 'src=%s runtime=%s runtime_kept=%s in_runtime=%s spool=%s' "${_ra_src:-none}" "$_ra_rt" "$_ra_rtkeep" \
+  "$_ra_inrt" "$_ra_spool"
 [ -n "$_ra_reason" ] && printf ' reason="%s"' "$_ra_reason"
 printf '\n'
 """

@@ -13,6 +13,10 @@ A session lives in a directory ``D`` (mode 0700) inside the user's private slot 
     the highest output offset the controller acknowledged; ``in.fed`` the first offset of the
     input segment being delivered; ``out.eof`` and ``in.eof`` the final offsets; ``rc`` the
     agent's exit status.
+``relay.pid``
+    the relay's pid and start time (field 22 of ``/proc/PID/stat``): what a poke signals.
+``stop``
+    the controller ended the session (an ``X`` frame): the relay ends the agent's tree now.
 ``in``, ``out``, ``err``
     FIFOs: the agent's stdin, stdout and stderr (never the ssh channel, so a lost link is never an
     end of file or a broken pipe for the agent).
@@ -24,6 +28,11 @@ A session lives in a directory ``D`` (mode 0700) inside the user's private slot 
     flocked exclusively by the attached connection; its process group (what a takeover ends).
 ``expired``
     the relay is tearing the session down: nobody attaches any more.
+
+A poke (:func:`_ra_poke` in the helpers) wakes the relay out of its tick with ``SIGUSR1``: the
+agent's end, a ``stop``, an attachment gone. It signals only the process ``relay.pid`` names,
+and only while that process's start time is the one written there, so a pid reused after the
+relay died is never signalled.
 
 Waiting: the portable path only, ``dd`` (one read of at most 64 KiB a fork) and a doorbell read
 by the ``read`` builtin. Measured on the prototype (dash, bash and BusyBox ash, 20-1000 lines/s):
@@ -66,6 +75,15 @@ _ra_ring_armed() {
   _ra_a=; { read -r _ra_a <"$D/armed"; } 2>/dev/null
   [ "$_ra_a" = "${_ra_lastarm-}" ] && return 0
   _ra_lastarm=$_ra_a; _ra_ring "$D/obell"
+}
+# Wake the relay now (see the module docstring); a no-op when it is gone.
+_ra_poke() {
+  _ra_pk= _ra_pt=; { read -r _ra_pk _ra_pt <"$D/relay.pid"; } 2>/dev/null
+  case $_ra_pk in ''|*[!0-9]*) return 0 ;; esac
+  _ra_ps=; { read -r _ra_ps <"/proc/$_ra_pk/stat"; } 2>/dev/null
+  _ra_ps=${_ra_ps##*) }; set -- $_ra_ps
+  [ -n "$_ra_pt" ] && [ "${20-}" = "$_ra_pt" ] && kill -USR1 "$_ra_pk" 2>/dev/null
+  return 0
 }
 # _ra_ddcount FILE BS: dd's count from its stderr in FILE: _ra_n bytes ("" when it does not say),
 # _ra_rec reads done ("F+P records in").
