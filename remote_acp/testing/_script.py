@@ -15,6 +15,8 @@ class TurnPlan:
     """
 
     reply: str
+    drip: int = 0  # @drip=N: N numbered chunks first, one every drip_ms (a turn that streams over time)
+    drip_ms: int = 100
     sleep: float = 0.0
     unknown_notification: bool = False
     foreign: bool = False
@@ -93,6 +95,8 @@ def _tool(status: str) -> Callable[[str | None], str | None]:
 
 # directive name -> (TurnPlan field, value parser)
 DIRECTIVES: dict[str, tuple[str, Callable[[str | None], object]]] = {
+    "drip": ("drip", _count),
+    "drip-ms": ("drip_ms", _count),
     "sleep": ("sleep", _seconds),
     "unknown-notification": ("unknown_notification", _flag),
     "foreign": ("foreign", _flag),
@@ -149,6 +153,11 @@ class Script:
             else:
                 words.append(token)
         return cls(tuple(words), tuple(directives))
+
+
+def drip_text(index: int) -> str:
+    """The text of ``@drip``'s chunk ``index`` (from 1): ``chunk-0001 `` and on, four digits at least."""
+    return f"chunk-{index:04d} "
 
 
 def build_plan(prompt: Script, defaults: Script) -> TurnPlan:

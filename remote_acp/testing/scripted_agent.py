@@ -10,6 +10,10 @@ directive takes an optional value: ``@never=0`` switches a default off.
 
 Directives, run in this order within a turn:
 
+- ``@drip=N`` (with ``@drip-ms=MS``, default 100): N agent_message_chunk updates ``chunk-0001 ``,
+  ``chunk-0002 `` ... (numbered from 1, four digits at least), one every MS milliseconds, the first
+  at once: a turn that streams over time. The turn then goes on as scripted (``@chunks=0``: no
+  reply after them); a ``session/cancel`` ends it between two chunks.
 - ``@sleep=SECONDS``: wait first (a ``session/cancel`` ends the turn at once, as ``cancelled``).
 - ``@unknown-notification``: a ``vendor/notify`` notification with params ``{"x": 1}``.
 - ``@foreign``: an agent_message_chunk ("foreign text") for session ``other-session``.
@@ -60,14 +64,19 @@ from remote_acp.testing._agent import (
     SCRIPTED_FAILURE,
     Options,
     ScriptedAgent,
+    Turn,
 )
+from remote_acp.testing._messages import sleep_steps
 from remote_acp.testing._process import TYPE_CHECKING, hard_exit, spawn_sleeper, write_text
-from remote_acp.testing._script import Script, build_plan
+from remote_acp.testing._script import Script, build_plan, drip_text
 from remote_acp.testing._wire import PIECE, StdinReader, Wire
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Generator, Sequence
     from typing import Any, NoReturn
+
+    from remote_acp.testing._messages import Wait
+    from remote_acp.testing._wire import Json
 
 __all__ = ["main"]
 
@@ -277,13 +286,25 @@ def start_up(args: argparse.Namespace) -> None:
         spawn_sleeper(new_session=setsid, keep_stderr=setsid, pid_file=args.child_pid_file)
 
 
+class DrippingAgent(ScriptedAgent):
+    """The scripted agent, with ``@drip`` run before the rest of each turn."""
+
+    def _run_turn(self, turn: Turn, prompt_text: str) -> Generator[Wait, Json | None, Json]:
+        plan, sid = turn.plan, turn.session.session_id
+        for index in range(1, plan.drip + 1):
+            if index > 1:
+                yield from sleep_steps(plan.drip_ms / 1000)
+            self._say(sid, drip_text(index), turn.message_id)
+        return (yield from super()._run_turn(turn, prompt_text))
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     options, args = parse_options(argv)
     try:
         start_up(args)
         reader = StdinReader(0, args.record)  # fd 0, read raw (works even if sys.stdin is None)
         reader.start()
-        ScriptedAgent(options, Wire(sys.stdout.buffer), reader).serve()
+        DrippingAgent(options, Wire(sys.stdout.buffer), reader).serve()
     except KeyboardInterrupt:
         hard_exit(130)
     except BrokenPipeError:
