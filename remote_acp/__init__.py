@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from .session import Session, SessionInfo, open_session, start_session
     from .session.capabilities import Capability, CapabilityRecord, CapabilityState
     from .session.continuation import OriginLedger
+    from .session.handle import SessionHandle
     from .session.stream import TurnStream
+    from .session.takeover import attach_session, start_attached
     from .session.turn import TurnResult
     from .session.verification import CredentialVerdict, verify_credentials
     from .targets import LaunchSpec, LaunchTarget, LocalTarget, SshSettings, SshTarget
@@ -66,6 +68,7 @@ __all__ = (
     "RETRYABLE",
     "RemoteAcpError",
     "Session",
+    "SessionHandle",
     "SessionInfo",
     "SessionOptions",
     "SessionStarted",
@@ -84,11 +87,13 @@ __all__ = (
     "TurnStream",
     "TurnTimedOut",
     "__version__",
+    "attach_session",
     "close_launcher",
     "load_workflow",
     "open_session",
     "raise_open_file_limit",
     "retry_backoff_ms",
+    "start_attached",
     "start_session",
     "verify_credentials",
 )
@@ -105,6 +110,9 @@ _HOME = {
     "Session": "session",
     "SessionInfo": "session",
     "TurnStream": "session.stream",
+    "SessionHandle": "session.handle",
+    "attach_session": "session.takeover",
+    "start_attached": "session.takeover",
     "open_session": "session",
     "raise_open_file_limit": "targets.limits",
     "close_launcher": "targets.process.containment",

@@ -68,6 +68,9 @@ class SessionRecord:
     created: str | None = None
     """When the agent created the session (its answer to ``session/new``, as this or an earlier
     run saw it), ISO 8601 UTC; ``None`` when unknown (older records, a session created elsewhere)."""
+    handle: dict[str, Any] | None = None
+    """A session with a reattach window: its :class:`~remote_acp.session.handle.SessionHandle`
+    (secret included: the history is private), for ``remote-acp attach``; ``None`` once it ended."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,8 +93,10 @@ class SessionRecord:
         names = {f.name for f in fields(cls)}
         if not names >= obj.keys():
             return None
-        optional = {"error_kind", "created"}
+        optional = {"error_kind", "created", "handle"}
         for name, value in obj.items():
+            if name == "handle" and isinstance(value, dict):
+                continue  # checked whole when used (SessionHandle.from_json)
             if not (isinstance(value, str) or (value is None and name in optional)):
                 return None
         try:

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "LazyGroup", "cli", "main"]
 
 COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
+    "attach": (
+        "remote_acp.cli.attach_command:attach",
+        "Take over SESSION, started with --reattach-window, whose run was stopped or detached.",
+    ),
     "check": ("remote_acp.cli.check:check", "Check that hosts can run an agent."),
     "inventory": (
         "remote_acp.cli.inventory:inventory",

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..fleet.pool import HostPool, Placement, SlotWait
     from ..options import SessionOptions
+    from ..session.handle import SessionHandle
     from ..targets.launch import LaunchTarget
 
 __all__ = ["RunRequest", "run_prompts"]
@@ -63,6 +64,11 @@ class RunRequest:
     """The run's token ceiling: no prompt is sent once the measured total reaches it."""
     wait_for_slot_s: float = 0.0
     """A placed run: how long to wait for a free agent slot when every host is at capacity."""
+    attach: SessionHandle | None = None
+    """Take this detached session over (``target`` is its ssh target): the turn it had in flight
+    first, then the prompts."""
+    detach: bool = False
+    """Detach the session after the prompts instead of ending it (a reattach window's only)."""
 
 
 @dataclass(slots=True)
@@ -76,6 +82,9 @@ class _Progress:
     """When the session to resume was created, as the history said."""
     held_s: float | None = None
     """How long a load waited out the session's creation minute."""
+    started: str = ""
+    handle: SessionHandle | None = None
+    """The session's handle as last recorded (a detached one's once it is detached)."""
 
 
 # How long the closing lines may wait for a reader that makes no progress: an unread pipe must
@@ -129,13 +138,21 @@ def _turn_line(session_id: str, outcome: str, kind: str, cause: str, retryable: 
 
 
 async def _run_turn(
-    session: Session, prompt: str, renderer: JsonRenderer | HumanRenderer, tokens: RunTokens
+    session: Session,
+    prompt: str | None,
+    renderer: JsonRenderer | HumanRenderer,
+    tokens: RunTokens,
+    on_sent: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Run one turn and return its ``turn_result`` object, also when the turn could not start."""
+    """Run one turn and return its ``turn_result`` object, also when the turn could not start.
+    ``prompt`` ``None``: the turn a session taken over had in flight. ``on_sent``: called once the
+    prompt is on its way."""
     measured = False
     lower: TokenLowerBound | None = None
     try:
-        async with session.turn(prompt) as turn:
+        async with session.turn(prompt) if prompt is not None else session.resume_turn() as turn:
+            if on_sent is not None:
+                on_sent()
             async for event in turn:
                 if isinstance(event, TokenUsage):
                     measured = True
@@ -201,7 +218,9 @@ async def _drive(
             session = placement.session
         else:
             session = await stack.enter_async_context(
-                open_session(request.workspace, request.options, request.target, resume=request.resume)
+                open_session(
+                    request.workspace, request.options, request.target, resume=request.resume, attach=request.attach
+                )
             )
         stop.session = session
         assert session.info is not None
@@ -212,7 +231,17 @@ async def _drive(
             progress.resumed_created if session.session_id == request.resume else None
         )
         tokens = progress.tokens
-        for index, prompt in enumerate(request.prompts):
+
+        def record_handle() -> None:  # where `remote-acp attach` finds it, should this process die
+            if (handle := session.handle) is not None:
+                progress.handle = handle
+                _remember(request, {**final, "outcome": "running"}, progress)
+
+        record_handle()
+        taken_over = request.attach is not None and request.attach.prompt_id is not None
+        prompts: list[str | None] = [None] if taken_over else []
+        prompts += request.prompts
+        for index, prompt in enumerate(prompts):
             if stop.signals:
                 break
             if tokens.reached:
@@ -231,7 +260,7 @@ async def _drive(
             # its bound: give up waiting when the bound is due, so the session can end the turn.
             output.wait_until(time.monotonic() + request.options.turn_timeout_ms / 1000)
             stop.turn_in_flight = True
-            turn = await _run_turn(session, prompt, renderer, tokens)
+            turn = await _run_turn(session, prompt, renderer, tokens, record_handle)
             stop.turn_in_flight = False
             output.wait_until(math.inf)
             final["outcome"], final["message"] = turn["outcome"], turn["message"]
@@ -240,6 +269,14 @@ async def _drive(
             if turn["error_kind"] is not None:
                 final.update(error_kind=turn["error_kind"], cause=turn.get("cause"), retryable=turn["retryable"])
                 return exit_code_for(turn["error_kind"], turn.get("cause"))
+        if request.detach:
+            handle = progress.handle = await session.detach()
+            final.update(
+                outcome="detached",
+                message=f"detached: the host keeps the session for {handle.window_s} s; take it over with "
+                f"`remote-acp attach {handle.relay_id}`",
+                relay_id=handle.relay_id,
+            )
     return EXIT_OK
 
 
@@ -299,11 +336,11 @@ async def run_prompts(request: RunRequest) -> int:
         "cause": None,
         "retryable": False,
     }
-    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     stop = _Stop(output)
     output_failed: OutputError | None = None
     code = EXIT_OK
     progress = _Progress(RunTokens(request.max_tokens), resumed_created=_seed_origin(request))
+    progress.started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def held(session_id: str, seconds: float) -> None:
         progress.held_s = round(seconds, 3)
@@ -345,7 +382,9 @@ async def run_prompts(request: RunRequest) -> int:
             final.update(outcome=final["outcome"] or "interrupted", message="interrupted")
             code = EXIT_INTERRUPTED
         ORIGINS.on_hold = None
-        _remember(request, final, started, progress.created)
+        if final["outcome"] != "detached":
+            progress.handle = None  # the session was ended with the run
+        _remember(request, final, progress)
         code = await _finish(renderer, final, code, output_failed, progress)
         tg.cancel_scope.cancel()
     return code
@@ -402,7 +441,7 @@ async def _finish(
                 if final["error_kind"]:
                     said = f"{final['error_kind']}: {final['cause']}" if final["cause"] else final["error_kind"]
                     line += f" [{said}] {final.get('message', '')}"
-                elif final["outcome"] == "internal_error":
+                elif final["outcome"] in ("internal_error", "detached"):
                     line += f" ({final['message']})"
                 renderer.last_note(line)
                 if final.get("fix"):
@@ -420,10 +459,13 @@ async def _finish(
     return code
 
 
-def _remember(request: RunRequest, final: dict[str, Any], started: str, created: datetime | None) -> None:
-    """Record the session for ``sessions`` and ``--resume``; never fails the run (a warning)."""
+def _remember(request: RunRequest, final: dict[str, Any], progress: _Progress) -> None:
+    """Record the session for ``sessions``, ``--resume`` and ``attach``; never fails the run (a
+    warning). A session that may still be on its host (running, detached, or this process
+    stopped mid-way) keeps its handle in the record."""
     if request.history is None or not final["session_id"]:
         return
+    created, handle = progress.created, progress.handle
     options = request.options
     agent = options.command if isinstance(options.command, str) else " ".join(options.command)
     record = SessionRecord(
@@ -431,11 +473,12 @@ def _remember(request: RunRequest, final: dict[str, Any], started: str, created:
         agent=agent,
         target=final.get("destination") or (request.target.label if request.target is not None else "local"),
         workspace=request.workspace,
-        when=started,
-        outcome=final["outcome"] or "started",
+        when=progress.started,
+        outcome="expired" if final.get("cause") == "session_expired" else final["outcome"] or "started",
         error_kind=final["error_kind"],
         obtained=final.get("obtained", "new"),
         created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if created is not None else None,
+        handle=handle.to_json() if handle is not None else None,
     )
     try:
         request.history.add(record)

@@ -131,6 +131,12 @@ def _window_bound(ctx: click.Context, param: click.Parameter, value: int | None)
     "down, and the run reconnects [worker.ssh_reattach_window_s, else none: the agent ends with its link].",
 )
 @click.option(
+    "--detach",
+    is_flag=True,
+    help="With a reattach window: after the prompts, leave the session running on its host for "
+    "`remote-acp attach` instead of ending it.",
+)
+@click.option(
     "--wait-for-slot",
     type=click.FloatRange(min=0),
     default=0.0,
@@ -169,6 +175,7 @@ def run(
     ssh_max_concurrent_starts: int,
     pass_env: tuple[str, ...],
     reattach_window: int | None,
+    detach: bool,
     wait_for_slot: float,
     resume: str | None,
     show_replay: bool,
@@ -226,6 +233,7 @@ def run(
     selectors: tuple[str, ...] = (host,) if host is not None else workflow.ssh_hosts if workflow is not None else ()
     if selectors:
         # Seam: ssh and the inventory (about 15 ms of imports) load only for a run on a host.
+        from ..targets.ssh.target import SshTarget
         from .run_remote import remote_start
 
         ssh_given: dict[str, Any] = {
@@ -250,7 +258,15 @@ def run(
         )
         assert workspace  # refused without one
         where = workspace
+        if detach and (
+            target is None or not isinstance(target, SshTarget) or target.settings.reattach_window_s is None
+        ):
+            raise click.UsageError("--detach needs a session with a reattach window on one host (--reattach-window)")
     else:
+        if detach:
+            raise click.UsageError(
+                "--detach needs a session with a reattach window on a host: a local session ends with its run"
+            )
         if reattach_window is not None:
             raise click.UsageError(
                 "--reattach-window applies to a run on a host (--host, or worker.ssh_hosts in the workflow): "
@@ -280,6 +296,7 @@ def run(
         history=history,
         pool=pool,
         wait_for_slot_s=wait_for_slot,
+        detach=detach,
         max_tokens=max_tokens if max_tokens is not None else workflow.config.agent.max_tokens if workflow else None,
     )
     code = anyio.run(_collecting, request)

@@ -178,8 +178,8 @@ class JsonRpcPeer:
 
     __slots__ = ("_incoming", "_next_id", "_outgoing")
 
-    def __init__(self) -> None:
-        self._next_id = 1
+    def __init__(self, first_id: int = 1) -> None:
+        self._next_id = first_id
         self._outgoing: dict[RequestId, str] = {}
         self._incoming: dict[RequestId, str] = {}
 
@@ -194,6 +194,11 @@ class JsonRpcPeer:
         if params is not None:
             message["params"] = params
         return request_id, encode(message)
+
+    def adopt(self, request_id: RequestId, method: str) -> None:
+        """Await the answer to a request another client sent on this stream (one this client
+        took over mid-request); its ids must not meet ours (see ``first_id``)."""
+        self._outgoing[request_id] = method
 
     def forget(self, request_id: RequestId) -> None:
         """Stop waiting for an answer (the request timed out or was abandoned)."""

@@ -20,8 +20,8 @@ bytes. What comes before the protocol is the launch target's (:class:`~remote_ac
 such as ssh's ready marker): the connection writes the prelude's opening and nothing else, feeds
 it what arrives until it says ready (or refuses), writes its reply first, and from then on it is
 JSON-RPC. The agent process's own tasks (its stderr, its exit, the release of its output) run
-beside the connection's (:func:`watch_agent`): after the agent exits, a descendant may still hold
-stdout open; the release task gives it ``output_drain_ms``, then closes stdout itself, which
+beside the connection's (:func:`~remote_acp.session.agent_watch.watch_agent`): after the agent
+exits, a descendant may still hold stdout open; the release task gives it ``output_drain_ms``, then closes stdout itself, which
 ends the reader, and the loss is reported with its own message.
 """
 
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..errors import RemoteAcpError
-    from ..targets.agent_end import AgentEnd
     from ..targets.launch import Prelude, PreludeState
 
 __all__ = [
@@ -64,7 +63,6 @@ __all__ = [
     "ConnectionHandler",
     "PendingCall",
     "WriteTicket",
-    "watch_agent",
 ]
 
 log = get_logger("remote_acp.session.connection")
@@ -164,10 +162,16 @@ class PendingCall:
 
 class AgentConnection:
     def __init__(
-        self, pipes: AgentPipes, handler: ConnectionHandler, *, max_line_bytes: int, prelude: Prelude | None = None
+        self,
+        pipes: AgentPipes,
+        handler: ConnectionHandler,
+        *,
+        max_line_bytes: int,
+        prelude: Prelude | None = None,
+        first_request_id: int = 1,
     ) -> None:
         self.pipes = pipes
-        self.peer = JsonRpcPeer()
+        self.peer = JsonRpcPeer(first_request_id)
         self._handler = handler
         self._framer = LineFramer(max_line_bytes)
         self._queue: deque[WriteTicket] = deque()
@@ -208,7 +212,7 @@ class AgentConnection:
 
     def start(self, tg: anyio.abc.TaskGroup, *beside: tuple[Callable[[], Awaitable[None]], str]) -> None:
         """Start the connection's tasks in ``tg``, and the ``beside`` ones (function, name) with
-        them (see :func:`watch_agent`).
+        them (see :func:`~remote_acp.session.agent_watch.watch_agent`).
 
         They are shielded from outside cancellation: a caller cancelled mid-session still gets
         a teardown that sees the agent exit and its pipes drain. :meth:`stop` ends them.
@@ -274,6 +278,20 @@ class AgentConnection:
         """Send a request; the answer arrives on the returned :class:`PendingCall`."""
         request_id, line = self.peer.request(method, params)
         call = PendingCall(request_id, method, self.send(line))
+        if self.lost.is_set():
+            call.done.set()
+        else:
+            self._pending[request_id] = call
+        return call
+
+    def adopt(self, request_id: int, method: str) -> PendingCall:
+        """Await the answer to a request an earlier controller of this stream sent (a session
+        taken over mid-turn); nothing is written."""
+        ticket = WriteTicket(b"")
+        ticket.started = True
+        ticket.done.set()
+        call = PendingCall(request_id, method, ticket)
+        self.peer.adopt(request_id, method)
         if self.lost.is_set():
             call.done.set()
         else:
@@ -468,31 +486,3 @@ class AgentConnection:
         no longer waits for room (what it reads now only has to be drained)."""
         self._closing = True
         self.resume_reading()
-
-
-def watch_agent(
-    conn: AgentConnection, process: AgentEnd, *, output_drain_ms: int
-) -> tuple[tuple[Callable[[], Awaitable[None]], str], ...]:
-    """The agent process's tasks, run beside ``conn``'s (:meth:`AgentConnection.start`): its
-    stderr kept, its exit watched, and its output released ``output_drain_ms`` after it exited."""
-    drain_s = output_drain_ms / 1000
-
-    async def release_output() -> None:
-        await process.exited.wait()
-        with anyio.move_on_after(drain_s):
-            await process.stdout_eof.wait()
-            return
-        if conn.closing or conn.lost.is_set():
-            return
-        log.warning(
-            "agent stdout was not fully collected before the session ended",
-            extra={"drain_bound": f"{drain_s:g}s", "pid": process.pid},
-        )
-        conn.output_abandoned = True
-        process.close_stdout()
-
-    return (
-        (process.drain_stderr, "stderr"),
-        (process.watch_exit, "exit watch"),
-        (release_output, "output release"),
-    )

@@ -55,7 +55,7 @@ REPLAY_QUIET_S: Final = 0.25
 """How long a confirmed load's replay must pause to count as over."""
 _NO_SESSION_YET: Final = "\x00no session yet"  # an id no agent sends: everything reads as foreign
 
-Obtained = Literal["new", "loaded", "resumed", "fell back"]
+Obtained = Literal["new", "loaded", "resumed", "fell back", "attached"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..errors import RemoteAcpError
+from ..errors import Cause, ErrorKind, RemoteAcpError
 from ..targets.launch import LocalTarget
-from . import startup
+from . import attaching, startup
 from .closing import Closing
 from .continuation import ORIGINS, OriginLedger
 from .figures import TurnFigures
+from .handle import SessionHandle
 from .oversight import Oversight
 from .state import SessionInfo, SessionState
 from .stream import TurnStream
@@ -70,7 +71,10 @@ class Session:
         resume_id: str | None = None,
         verification: bool = False,
         ledger: OriginLedger = ORIGINS,
+        attach: SessionHandle | None = None,
     ) -> None:
+        self._attach = attach
+        self._adopt = attach.prompt_id if attach is not None else None
         self._resume_id = resume_id
         self._verification = verification
         self._ledger = ledger
@@ -121,6 +125,71 @@ class Session:
     def last_message(self) -> str:
         """The latest completed agent message (at most 500 runes)."""
         return self._state.normalizer.last_message
+
+    @property
+    def handle(self) -> SessionHandle | None:
+        """What another process needs to take this session over (see :meth:`detach`): ``None``
+        unless the session runs on a host with a reattach window. It names the prompt in flight,
+        if any, so keep it up to date where a controller may die mid-turn (the CLI records it in
+        its session history as each turn starts)."""
+        process, info = self._state.process, self._state.info
+        relay = process.relay if process is not None else None
+        if relay is None or info is None:
+            return None
+        prompt = self._state.inbox.prompt
+        in_flight = prompt.id if prompt is not None and not prompt.done.is_set() else None
+        if in_flight is None and self._adopt is not None and self._state.inbox.turn is None:
+            in_flight = self._adopt  # taken over, and not resumed yet
+        agent = f"{info.agent_name} {info.agent_version}".strip()
+        return SessionHandle(
+            host=relay.destination,
+            relay_id=relay.relay_id,
+            secret=relay.secret,
+            session_id=info.session_id,
+            workspace=info.workspace,
+            window_s=relay.window_s,
+            agent=agent,
+            close_method=self._state.close_method,
+            prompt_id=in_flight if isinstance(in_flight, int) else None,
+        )
+
+    async def detach(self) -> SessionHandle:
+        """Let go of the session without ending it: its host keeps the agent, its slot and its
+        output (bounded) for the reattach window, for :func:`remote_acp.attach_session` (or
+        ``remote-acp attach``) to take over from another process. Between turns only; this
+        :class:`Session` is closed afterwards.
+
+        :raises RemoteAcpError: ``misuse`` for a session without a reattach window, not started,
+            closed, or with a turn in flight.
+        """
+        handle = self.handle
+        state = self._state
+        if handle is None or state.closing or state.process is None:
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR,
+                "only a started session on a host with a reattach window can be detached",
+                cause=Cause.MISUSE,
+            )
+        if state.inbox.turn is not None:
+            raise RemoteAcpError(
+                ErrorKind.RESPONSE_ERROR, "a turn is in flight: detach between turns", cause=Cause.MISUSE
+            )
+        state.close_method = None  # the session goes on, on its host
+        await state.process.detach()
+        await self.aclose()
+        return handle.detached()
+
+    def resume_turn(self) -> TurnStream:
+        """The turn that was in flight when this session was taken over (its handle's
+        ``prompt_id``), as a turn: what the agent sent since the earlier controller last
+        acknowledged, then the rest, until the agent answers that prompt.
+
+        :raises RuntimeError: when no turn was in flight (or it was resumed already).
+        """
+        adopt, self._adopt = self._adopt, None
+        if adopt is None:
+            raise RuntimeError("no turn was in flight when this session was taken over")
+        return TurnStream(self._turns, "", adopt=adopt)
 
     def turn(self, text: str) -> TurnStream:
         """A turn as an async context manager and iterator of events::
@@ -194,6 +263,9 @@ class Session:
         plan = await startup.prepare(self._state, tg, verification=self._verification)
         tg.start_soon(self._oversight.run, name="remote-acp turn oversight")
         tg.start_soon(self._closing.guard, name="remote-acp session guard")
+        if self._attach is not None:
+            await attaching.attach(self._state, plan, tg, self._attach)
+            return
         await startup.launch(
             self._state,
             plan,
@@ -212,6 +284,7 @@ async def start_session(
     *,
     resume: str | None = None,
     ledger: OriginLedger = ORIGINS,
+    attach: SessionHandle | None = None,
 ) -> Session:
     """Start a session whose tasks run in ``task_group``; close it with :meth:`Session.aclose`
     from any task (the group ends once it is closed). For pools of warm sessions and schedulers
@@ -220,7 +293,7 @@ async def start_session(
     :raises RemoteAcpError: with the start-up error kinds (see :func:`open_session`). The agent
         is torn down before the error is raised.
     """
-    session = Session(target or LocalTarget(), workspace, options, resume_id=resume, ledger=ledger)
+    session = Session(target or LocalTarget(), workspace, options, resume_id=resume, ledger=ledger, attach=attach)
     return await _started(session, task_group)
 
 
@@ -232,6 +305,7 @@ async def open_session(
     *,
     resume: str | None = None,
     ledger: OriginLedger = ORIGINS,
+    attach: SessionHandle | None = None,
 ) -> AsyncIterator[Session]:
     """Launch the agent on ``target`` (local by default), start an ACP session, stop it on exit.
 
@@ -239,6 +313,8 @@ async def open_session(
     advertises (``session/load``, else ``session/resume``) or, when that cannot be confirmed, a
     new session (``session.info.obtained`` says which; the first turn carries a notice).
     ``ledger``: where this process's session creation times are kept (for the load spacing).
+    ``attach``: take this detached session over instead of starting one (``target`` must be an
+    ssh target with a reattach window that names it: :func:`remote_acp.attach_session` builds both).
 
     Leaving the block tears the session down: a turn left running is settled within
     ``read_timeout_ms``, then teardown takes at most ``stop_grace_ms`` plus about a second. A
@@ -249,7 +325,7 @@ async def open_session(
         ``invalid_workspace_cwd``, ``port_exit``, ``response_error``, ``response_timeout``,
         ``credential_unverified``). The agent is torn down before the error is raised.
     """
-    session = Session(target or LocalTarget(), workspace, options, resume_id=resume, ledger=ledger)
+    session = Session(target or LocalTarget(), workspace, options, resume_id=resume, ledger=ledger, attach=attach)
     async with _opened(session) as opened:
         yield opened
 

@@ -144,7 +144,7 @@ class Handshake:
         timeout_ms = max(read_timeout_ms, floor_ms)
         bound = "initialize_floor_ms" if floor_ms > read_timeout_ms else "read_timeout_ms"
         if (prelude := self._conn.prelude) is not None:
-            await self._wait_ready(prelude, prelude.bound_ms or timeout_ms)
+            await self.wait_ready(prelude, prelude.bound_ms or timeout_ms)
         params = initialize_params(__version__, fs_read=fs_read, fs_write=fs_write)
         raw = await self.call("initialize", params, timeout_ms, bound=bound)
         try:
@@ -172,7 +172,7 @@ class Handshake:
                 ErrorKind.RESPONSE_ERROR, f"session/new response did not decode: {exc}", cause=Cause.PROTOCOL_VIOLATION
             ) from None
 
-    async def _wait_ready(self, prelude: Prelude, bound_ms: int) -> None:
+    async def wait_ready(self, prelude: Prelude, bound_ms: int) -> None:
         """Wait for the launched side to get through its prelude (a remote login done).
 
         :raises RemoteAcpError: the prelude's refusal; the connection's loss (with its exit

@@ -24,8 +24,9 @@ from .. import masking
 from ..mcp import plan_delivery
 from ..measure import Measurement
 from ..targets.process.agent import AgentProcess
+from .agent_watch import watch_agent
 from .capabilities import Capability, CapabilityRecord
-from .connection import AgentConnection, watch_agent
+from .connection import AgentConnection
 from .continuation import Continuation, continue_session, route_for
 from .filesystem import FileServer, file_access
 from .handshake import Handshake, close_method, method_ids

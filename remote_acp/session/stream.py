@@ -23,7 +23,7 @@ __all__ = ["TurnDriver", "TurnStream"]
 class TurnDriver(Protocol):
     """What a :class:`TurnStream` needs from its session."""
 
-    async def accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]: ...
+    async def accept(self, text: str, *, adopt: int | None = None) -> TurnMachine | tuple[TurnResult, Event]: ...
     async def next_events(self, machine: TurnMachine) -> list[Event]: ...
     async def abort(self, machine: TurnMachine) -> None: ...
     def cancel(self, machine: TurnMachine) -> None: ...
@@ -32,9 +32,10 @@ class TurnDriver(Protocol):
 class TurnStream:
     """One turn; obtain it with :meth:`Session.turn <remote_acp.Session.turn>`."""
 
-    def __init__(self, driver: TurnDriver, text: str) -> None:
+    def __init__(self, driver: TurnDriver, text: str, *, adopt: int | None = None) -> None:
         self._driver = driver
         self._text = text
+        self._adopt = adopt
         self._machine: TurnMachine | None = None
         self._not_started: TurnResult | None = None
         self._buffer: deque[Event] = deque()
@@ -74,7 +75,7 @@ class TurnStream:
         if self._state != "new":
             raise RuntimeError("a turn can be entered once; start another with session.turn(text)")
         self._state = "open"
-        accepted = await self._driver.accept(self._text)
+        accepted = await self._driver.accept(self._text, adopt=self._adopt)
         if isinstance(accepted, tuple):
             self._not_started, event = accepted
             self._buffer.append(event)

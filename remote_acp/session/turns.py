@@ -46,8 +46,10 @@ class Turns:
         state = self._state
         return not_started(state.session_id, state.pid, RemoteAcpError(kind, message, cause=cause))
 
-    async def accept(self, text: str) -> TurnMachine | tuple[TurnResult, Event]:
-        """Start a turn: its machine once the prompt is on its way, else why it never started."""
+    async def accept(self, text: str, *, adopt: int | None = None) -> TurnMachine | tuple[TurnResult, Event]:
+        """Start a turn: its machine once the prompt is on its way, else why it never started.
+        ``adopt``: the id of a prompt an earlier controller sent (a session taken over mid-turn):
+        nothing is sent, and the turn ends with that prompt's answer."""
         state = self._state
         conn, inbox = state.conn, state.inbox
         if conn is None or state.info is None:
@@ -79,6 +81,14 @@ class Turns:
             return machine
         # What arrives from now on answers this prompt; a loaded session's replay is over.
         state.normalizer.replaying = False
+        if adopt is not None:
+            prompt = inbox.prompt = conn.adopt(adopt, "session/prompt")
+            prompt.on_done = lambda: self._on_prompt_done(machine)
+            if prompt.done.is_set():
+                self._on_prompt_done(machine)
+            machine.on_prompt_sent()
+            state.poke()
+            return machine
         prompt = conn.call("session/prompt", prompt_params(session_id, text))
         inbox.prompt = prompt
         prompt.on_done = lambda: self._on_prompt_done(machine)

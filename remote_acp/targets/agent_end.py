@@ -11,6 +11,7 @@ Everything above this layer (connection, handshake, turns, teardown) speaks only
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -20,7 +21,19 @@ if TYPE_CHECKING:
     from .exit_status import ExitStatus
     from .stderr_tail import StderrTail
 
-__all__ = ["AgentEnd", "LinkWatcher"]
+__all__ = ["AgentEnd", "LinkWatcher", "RelayRef"]
+
+
+@dataclass(frozen=True, slots=True)
+class RelayRef:
+    """Where an end kept by a host's relay lives, and what proves it is ours: what a session's
+    handle is made of (:class:`remote_acp.session.handle.SessionHandle`)."""
+
+    destination: str
+    """The ssh destination, as the target was given it."""
+    relay_id: str
+    secret: str = field(repr=False)
+    window_s: int
 
 
 class LinkWatcher(Protocol):
@@ -49,11 +62,26 @@ class AgentEnd(Protocol):
     def stderr_eof(self) -> anyio.Event: ...
     @property
     def stderr_tail(self) -> StderrTail: ...
+    @property
+    def linked(self) -> anyio.Event:
+        """Set once the agent's output can flow: at once for a process; for an end kept by a relay,
+        once the relay answered (or the end was lost: then :attr:`exited` is set too)."""
+        ...
 
     @property
     def lost_error(self) -> RemoteAcpError | None:
         """Why the end was lost, when it knows better than an exit status can say (a detached
         session that expired); ``None`` otherwise."""
+        ...
+
+    @property
+    def relay(self) -> RelayRef | None:
+        """The relay that keeps this end on its host (``None``: a process with nothing to detach from)."""
+        ...
+
+    async def detach(self) -> bool:
+        """Let go of the agent without ending it: its host keeps it for its window. ``False``:
+        this end cannot be detached (it ends with its process)."""
         ...
 
     def watch_link(self, watcher: LinkWatcher) -> None:

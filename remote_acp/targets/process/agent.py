@@ -79,6 +79,8 @@ class AgentProcess:
         self.stderr_tail = tail
         self.exit_status: ExitStatus | None = None
         self.exited = anyio.Event()
+        self.linked = anyio.Event()
+        self.linked.set()  # nothing stands between us and the agent's pipes
         self.stdout_eof = anyio.Event()
         self.stderr_eof = anyio.Event()
         self._escapees: list[process_tree.ProcessRef] = []
@@ -96,6 +98,13 @@ class AgentProcess:
 
     def watch_link(self, watcher: LinkWatcher) -> None:
         """A local process has no link to lose."""
+
+    @property
+    def relay(self) -> None:
+        return None
+
+    async def detach(self) -> bool:
+        return False
 
     @property
     def contained(self) -> bool:

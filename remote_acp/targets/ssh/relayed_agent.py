@@ -36,6 +36,7 @@ import anyio.abc
 
 from ...errors import RemoteAcpError
 from ...logs import get_logger
+from ..agent_end import RelayRef
 from ..exit_status import ExitStatus
 from ..launch import Ready
 from ..process.agent import AgentProcess, PipeClosed
@@ -46,17 +47,14 @@ from .relink import BACKOFF_S, Relink, SessionRef, host_text, protocol_error, wi
 
 if TYPE_CHECKING:
     from ..agent_end import LinkWatcher
-    from ..launch import LaunchSpec
     from ..stderr_tail import StderrTail
 
-__all__ = ["RelayStarter", "RelayedAgent"]
+__all__ = ["RelayedAgent"]
 
 log = get_logger("remote_acp.targets.ssh.relayed_agent")
 
-HEADER_MAX: Final = 4096
-"""A relay's header or refusal line is short: a longer one is not the relay's."""
-END_WAIT_S: Final = 2.0
-"""How long an ssh whose output ended gets to exit and report its status."""
+HEADER_MAX: Final = 4096  # a relay's header or refusal line is short: a longer one is not the relay's
+END_WAIT_S: Final = 2.0  # how long an ssh whose output ended gets to exit and report its status
 _END = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
 
 
@@ -66,20 +64,6 @@ class _Phase(enum.Enum):
     LIVE = "live"
     DOWN = "down"  # reconnecting
     DONE = "done"
-
-
-class RelayStarter:
-    """Starts a :class:`RelayedAgent` (a spec's :attr:`~remote_acp.targets.launch.LaunchSpec.starter`):
-    a new session on the host, or, given ``ref``, the takeover of a detached one."""
-
-    def __init__(self, relink: Relink, ref: SessionRef | None = None) -> None:
-        self.relink = relink
-        self.ref = ref
-
-    async def __call__(self, spec: LaunchSpec, *, stderr_tail_bytes: int) -> RelayedAgent:
-        process = await AgentProcess.start(spec, stderr_tail_bytes=stderr_tail_bytes)
-        ref, resume = self.ref or SessionRef.new(), self.ref is not None
-        return RelayedAgent(process, self.relink, ref, resume=resume, tail_bytes=stderr_tail_bytes)
 
 
 class RelayedAgent:
@@ -93,6 +77,7 @@ class RelayedAgent:
         self.watcher: LinkWatcher | None = None
         self.exit_status: ExitStatus | None = None
         self.exited = anyio.Event()
+        self.linked = anyio.Event()
         self.stdout_eof = anyio.Event()
         self.stderr_eof = anyio.Event()
         self.reattached = 0  # times the link was restored
@@ -134,8 +119,21 @@ class RelayedAgent:
         self.watcher = watcher
 
     @property
-    def link_down(self) -> bool:
-        return self._phase is _Phase.DOWN
+    def relay(self) -> RelayRef:
+        relink = self.relink
+        return RelayRef(relink.destination, self.ref.relay_id, self.ref.secret, relink.window_s)
+
+    async def detach(self) -> bool:
+        """End this controller's link without a word to the relay, which keeps the agent for its
+        window (the output meanwhile is kept on the host, bounded)."""
+        if self._phase is _Phase.DONE:
+            return False
+        self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        await self._retire(self._proc)
+        await self._finish(self._proc)
+        return True
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -242,6 +240,7 @@ class RelayedAgent:
                 return b""
             self._line_end = self._link.received
             self._phase = _Phase.LIVE
+            self.linked.set()
             if self._ending_sent:
                 frames += Link.end_session()
             await self._write_locked(frames)
@@ -261,7 +260,10 @@ class RelayedAgent:
             # The first connection ended before the relay answered: a start that failed.
             await self._finish(proc)
             return True
-        return not await self._reattach(f"the ssh connection ended ({_status(proc)})")
+        with anyio.move_on_after(0.2):  # its status says why, when it has one
+            await proc.exited.wait()
+        why = proc.exit_status.describe() if proc.exit_status is not None else "no status yet"
+        return not await self._reattach(f"the ssh connection ended: {why}")
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -289,6 +291,7 @@ class RelayedAgent:
             self.exit_status = proc.exit_status
         self._phase = _Phase.DONE
         self.exited.set()
+        self.linked.set()
 
     async def _fail(self, proc: AgentProcess, error: RemoteAcpError) -> None:
         self._lost = error
@@ -490,7 +493,3 @@ class RelayedAgent:
     def release(self) -> None:
         for proc in self._procs:
             proc.release()
-
-
-def _status(proc: AgentProcess) -> str:
-    return proc.exit_status.describe() if proc.exit_status is not None else "still running"

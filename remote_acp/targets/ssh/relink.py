@@ -41,6 +41,8 @@ class Relink:
     go_ahead: bytes
     """The reply to the marker (the session's connection writes it on the first connection)."""
     window_s: int
+    destination: str
+    """The ssh destination as the target was given it (``host`` is its label, for people)."""
     attempt_s: float
     """One reconnect's bound: the connection, the login, the marker and the header."""
     host: str

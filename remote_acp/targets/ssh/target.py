@@ -71,6 +71,7 @@ content, under ``$REMOTE_ACP_CACHE_DIR/ssh`` (default: the platformdirs user cac
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -95,6 +96,10 @@ from .destination import Destination, parse_destination
 from .errors import is_ssh_chatter, ssh_exit_error, ssh_ready_error
 from .loader import BOOTSTRAP, stdin_prefix
 from .ready_marker import ReadyMarker
+from .relay.attach import ATTACHED_MARK, END_MARK, REFUSED_MARK
+from .relay.login import attach_login_script
+from .relay_starter import RelayStarter
+from .relink import Relink, SessionRef
 from .script import remote_script
 from .settings import SshSettings
 from .start_slots import start_slot
@@ -138,6 +143,8 @@ class Preflight(Protocol):
         ...
 
 
+RELAY_HEADER_S: Final = 5.0
+"""A reconnect's bound beyond the login's: the relay's attach step answering (its lock waits)."""
 READY_REPLY: Final = b"go\n"
 """The go-ahead the client writes once it saw the ready marker; the script reads it before the
 agent starts."""
@@ -154,6 +161,8 @@ class SshTarget:
     out of the repr: it holds secrets."""
     preflight: Preflight | None = field(default=None, repr=False, compare=False)
     """Run before the agent starts, in the same login (see :class:`Preflight`)."""
+    reattach: SessionRef | None = field(default=None, repr=False, compare=False)
+    """Take this detached session over instead of starting one (needs the settings' window)."""
 
     @property
     def label(self) -> str:
@@ -191,17 +200,22 @@ class SshTarget:
                 )
             carried[name] = environ[name]
         marker = f"remote-acp-ready-{secrets.token_hex(8)}"
-        script = remote_script(
-            workspace,
-            command,
-            carried,
-            kill_grace_s=self.settings.kill_grace_s,
-            ready_marker=marker,
-            capacity=self.settings.capacity,
-            preflight=self.preflight.script if self.preflight is not None else None,
-        )
+        window = self.settings.reattach_window_s
+        if self.reattach is not None:
+            script = attach_login_script(ready_marker=marker)
+        else:
+            script = remote_script(
+                workspace,
+                command,
+                carried,
+                kill_grace_s=self.settings.kill_grace_s,
+                ready_marker=marker,
+                capacity=self.settings.capacity,
+                preflight=self.preflight.script if self.preflight is not None else None,
+                reattach_window_s=window,
+            )
         config = await self._ssh_config(ssh, destination, environ)
-        return LaunchSpec(
+        spec = LaunchSpec(
             # The login shell sees a fixed line; the script and every datum go on stdin.
             argv=ssh_argv(
                 ssh,
@@ -223,7 +237,7 @@ class SshTarget:
                 gate=self.preflight.admit if self.preflight is not None else None,
                 explain=self.ready_error,
             ),
-            stderr_chatter=is_ssh_chatter,
+            stderr_chatter=is_ssh_chatter if window is None else _relayed_chatter,
             # Carried values are masked too (above the length below which masking would
             # garble ordinary words), whatever their names.
             secrets=tuple(
@@ -233,6 +247,29 @@ class SshTarget:
                     reverse=True,
                 )
             ),
+        )
+        if window is None:
+            return spec
+        return dataclasses.replace(spec, starter=RelayStarter(self._relink(spec, marker, window), self.reattach))
+
+    def _relink(self, spec: LaunchSpec, marker: str, window_s: int) -> Relink:
+        """How the session's later connections are opened: the same ssh, the attach login on stdin."""
+        bound_ms = ready_bound_ms(self.settings)
+        relink = ReadyMarker(
+            opening=stdin_prefix(attach_login_script(ready_marker=marker), whole_input=True),
+            marker=marker.encode(),
+            reply=READY_REPLY,
+            bound_ms=bound_ms,
+            explain=self.ready_error,
+        )
+        return Relink(
+            spec=dataclasses.replace(spec, prelude=relink),
+            marker=marker.encode(),
+            go_ahead=READY_REPLY,
+            window_s=window_s,
+            destination=self.host,
+            attempt_s=bound_ms / 1000 + RELAY_HEADER_S,
+            host=self.label,
         )
 
     async def _ssh_config(self, ssh: str, destination: Destination, environ: dict[str, str]) -> str:
@@ -279,6 +316,14 @@ class SshTarget:
         whole = _whole(stderr)
         error = ssh_ready_error(self.label, bound_ms, stderr=whole, printed=printed, config=self.settings.config_file)
         return _shown(error, whole, stderr)
+
+
+_RELAY_LINES: Final = (ATTACHED_MARK, END_MARK, REFUSED_MARK)
+
+
+def _relayed_chatter(line: str) -> bool:
+    """ssh's chatter, and the relay's own lines (its end report), kept out of what is shown."""
+    return is_ssh_chatter(line) or line.startswith(_RELAY_LINES)
 
 
 def _whole(stderr: str) -> str:
