@@ -21,8 +21,8 @@ such as ssh's ready marker): the connection writes the prelude's opening and not
 it what arrives until it says ready (or refuses), writes its reply first, and from then on it is
 JSON-RPC. The agent process's own tasks (its stderr, its exit, the release of its output) run
 beside the connection's (:func:`~remote_acp.session.agent_watch.watch_agent`): after the agent
-exits, a descendant may still hold stdout open; the release task gives it ``output_drain_ms``, then closes stdout itself, which
-ends the reader, and the loss is reported with its own message.
+exits, a descendant may still hold stdout open; the release task gives it ``output_drain_ms``,
+then closes stdout itself, which ends the reader, and the loss is reported with its own message.
 """
 
 from __future__ import annotations
