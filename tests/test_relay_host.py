@@ -1,273 +1,45 @@
-"""The reattach window's host scripts, run for real under dash, bash and BusyBox ash.
-
-No sshd: a "link" is the step's shell started with pipes in a session of its own (as sshd starts a
-login), lost by SIGKILL of its process group or by closing our ends of its pipes (what sshd's exit
-does). The controller's side is :class:`~remote_acp.targets.ssh.relay.link.Link`, driven by a
-reader thread per link.
-"""
+"""The reattach window's host scripts, run for real under dash, bash and BusyBox ash: a stream
+across link losses, a flood held at the bound, the window's end, refusals, the host check
+(tests/support/relay_host.py has the controller and the shells)."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import re
-import secrets
-import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 import pytest
 
 from remote_acp.errors import Cause
-from remote_acp.targets.ssh.relay.attach import (
-    END_MARK,
-    EXIT_ATTACHED_ELSEWHERE,
-    EXIT_NO_SESSION,
-    EXIT_WRONG_SECRET,
-    attach_script,
-)
+from remote_acp.targets.ssh.relay.attach import EXIT_ATTACHED_ELSEWHERE, EXIT_NO_SESSION, EXIT_WRONG_SECRET
 from remote_acp.targets.ssh.relay.host_check import host_check_script, parse_host_check
-from remote_acp.targets.ssh.relay.link import Link, parse_attach_reply, refusal_error
-from remote_acp.targets.ssh.relay.start import start_script
-from tests.support.processes import marked, read_line, wait_for
+from remote_acp.targets.ssh.relay.link import Link, refusal_error
+from tests.support.processes import wait_for
+from tests.support.relay_host import (
+    AGENT,
+    BOUND,
+    SEGMENT,
+    SHELLS,
+    Controller,
+    Refused,
+    session_processes,
+    shell_env,
+    slot_free,
+    wait_gone,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.process
 
-SEGMENT = 128 * 1024
-BOUND = 512 * 1024
-BUSYBOX = shutil.which("busybox")
 
-AGENT = r"""
-import os, sys, threading, time
-mode = sys.argv[1]
-if mode == "stream":
-    n, rate, applied = int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-    def reader():
-        with open(applied, "ab", buffering=0) as log:
-            for line in sys.stdin.buffer:
-                log.write(line)
-    t = threading.Thread(target=reader); t.start()
-    t0 = time.monotonic()
-    for i in range(n):
-        os.write(1, b'{"seq":%d,"pad":"%s"}\n' % (i, b"x" * 80))
-        d = t0 + (i + 1) / rate - time.monotonic()
-        if d > 0:
-            time.sleep(d)
-    t.join()
-elif mode == "flood":
-    total, progress = int(sys.argv[2]), sys.argv[3]
-    block = bytes(range(256)) * 256
-    sent = 0
-    while sent < total:
-        sent += os.write(1, block[: min(len(block), total - sent)])
-        with open(progress + ".tmp", "w") as f:
-            f.write(str(sent))
-        os.replace(progress + ".tmp", progress)
-    sys.stdin.read()
-elif mode == "idle":
-    import subprocess
-    subprocess.Popen(["sleep", "1000"])
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.execvp("sleep", ["sleep", "1001"])
-        os._exit(0)
-    sys.stdin.read()
-"""
-
-
-@pytest.fixture(params=["dash", "bash", "busybox"])
+@pytest.fixture(params=SHELLS)
 def shell(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    """The shell's words and the environment (the test's own, so the orphan check sees every
-    process): BusyBox gets a PATH of its applets only (and util-linux flock, which Debian's
-    BusyBox lacks)."""
-    env = dict(os.environ)
-    if request.param == "dash":
-        return ["dash"], env
-    if request.param == "bash":
-        return ["bash"], env
-    if BUSYBOX is None:
-        pytest.skip("no busybox")
-    bin_dir = tmp_path / "bbin"
-    bin_dir.mkdir()
-    applets = subprocess.run([BUSYBOX, "--list"], capture_output=True, text=True, check=True).stdout.split()
-    for applet in applets:
-        (bin_dir / applet).symlink_to(BUSYBOX)
-    if "flock" not in applets:
-        (bin_dir / "flock").symlink_to(shutil.which("flock") or "/usr/bin/flock")
-    env["PATH"] = str(bin_dir)
-    return [BUSYBOX, "sh"], env
-
-
-class Refused(Exception):
-    def __init__(self, line: bytes, status: int) -> None:
-        super().__init__(f"{line!r} (exit {status})")
-        self.status = status
-
-
-class Controller:
-    """A controller: a :class:`Link` and the current connection (a local shell standing in for ssh)."""
-
-    def __init__(self, sh: list[str], env: dict[str, str], base: Path, *, secret: str | None = None) -> None:
-        self.sh, self.env, self.base = sh, env, base
-        self.sid = secrets.token_hex(6)
-        self.secret = secret or secrets.token_hex(16)
-        self.link = Link(self.sid, self.secret, ack_every=64 * 1024)
-        self.out = bytearray()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.lock = threading.Lock()
-        self.end: bytes | None = None
-        self.readers: list[threading.Thread] = []
-        self.links: list[subprocess.Popen[bytes]] = []
-
-    @property
-    def directory(self) -> Path:
-        return self.base / f"s-{self.sid}"
-
-    def _connect(self, script: str, first: bytes, args: list[str]) -> None:
-        proc = subprocess.Popen(
-            [*self.sh, "-c", script, "ra", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=self.env,
-            start_new_session=True,
-            bufsize=0,
-        )
-        self.links.append(proc)
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        proc.stdin.write(first)
-        try:
-            header = read_line(proc.stdout, within=10, what="the attachment's header")
-        except EOFError:
-            proc.stdin.close()
-            raise Refused(b"", proc.wait(10)) from None
-        if not header.startswith(b"RA-ATTACHED"):
-            proc.stdin.close()
-            raise Refused(header, proc.wait(10))
-        with self.lock:
-            proc.stdin.write(self.link.attached(parse_attach_reply(header)))
-            self.proc = proc
-        for target, stream in ((self._read, proc.stdout), (self._errors, proc.stderr)):
-            thread = threading.Thread(target=target, args=(proc, stream), daemon=True)
-            thread.start()
-            self.readers.append(thread)
-
-    def start(self, agent: list[str], *, window_s: int = 3) -> None:
-        script = start_script(
-            str(self.base),
-            window_s=window_s,
-            capacity=2,
-            grace_s=1,
-            segment=SEGMENT,
-            bound=BOUND,
-            shell=" ".join(self.sh),
-            check_host=False,
-        )
-        self._connect(script, self.link.start_request(), agent)
-
-    def attach(self, *, takeover: bool = True) -> None:
-        script = attach_script(str(self.base), segment=SEGMENT, bound=BOUND)
-        self._connect(script, self.link.attach_request(takeover=takeover), [])
-
-    def _read(self, proc: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
-        while chunk := stream.read(65536):
-            with self.lock:
-                if proc is not self.proc:
-                    return
-                self.out += self.link.received_bytes(chunk)
-                self._write(self.link.ack())
-
-    def _errors(self, proc: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
-        for line in stream:
-            if line.startswith(END_MARK.encode()):
-                self.end = line.strip()
-
-    def _write(self, data: bytes) -> None:
-        if self.proc is None or not data:
-            return  # detached: the link keeps the input until the host confirms it
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(data)
-        except (BrokenPipeError, ValueError, OSError):
-            pass
-
-    def send(self, data: bytes, *, partial: int | None = None) -> None:
-        with self.lock:
-            frame = self.link.send(data)
-            self._write(frame if partial is None else frame[: len(frame) - len(data) + partial])
-
-    def cut(self, how: str = "kill") -> None:
-        proc = self.proc
-        assert proc is not None
-        with self.lock:
-            self.proc = None
-            self.link.detached()
-        if how == "kill":
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            for stream in (proc.stdin, proc.stdout):
-                assert stream is not None
-                stream.close()
-        proc.wait(10)
-
-    def finish(self) -> int:
-        """Close the agent's input, take the output to its end, acknowledge it: the exit status."""
-        with self.lock:
-            self._write(self.link.close_input())
-        wait_for(lambda: self.end is not None, "the end of the agent's output", within=15)
-        assert self.end is not None
-        total = int(self.end.split(b"out=")[1].split()[0])
-        wait_for(lambda: self.link.received >= total, "every byte of the output", within=10)
-        proc = self.proc
-        assert proc is not None and proc.stdin is not None
-        with self.lock:
-            self._write(self.link.ack(force=True))
-        proc.stdin.close()
-        return proc.wait(10)
-
-    def close(self) -> None:
-        for proc in self.links:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-        for reader in self.readers:
-            reader.join(10)
-
-
-def slot_free(base: Path, k: int = 1) -> bool:
-    fd = os.open(base / f"slot-{k}", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def session_processes(sid: str) -> list[int]:
-    return marked(f"_RA_SESSION={sid}.")
-
-
-def wait_gone(c: Controller, within: float) -> None:
-    wait_for(
-        lambda: not c.directory.exists() and not session_processes(c.sid),
-        "the session's directory and processes to be gone",
-        within=within,
-    )
-    assert slot_free(c.base)
+    return shell_env(request.param, tmp_path)
 
 
 @pytest.fixture

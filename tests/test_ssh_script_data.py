@@ -13,6 +13,7 @@ import pytest
 
 from remote_acp.errors import ErrorKind
 from remote_acp.targets.ssh.loader import BOOTSTRAP, END_MARK, data_line, stdin_prefix
+from remote_acp.targets.ssh.relay.login import attach_login_script
 from remote_acp.targets.ssh.script import remote_script
 from tests.support.script_inputs import ENV_VALUES, HOSTILE_DIR, HOSTILE_WORDS, PRINT_CWD_AND_ARGS, login_line
 from tests.support.ssh_build import RUN_TIMEOUT_S, raises_kind, shells
@@ -140,3 +141,22 @@ def test_remote_script_and_loader_are_valid_posix_sh(shell: list[str]) -> None:
                     done = subprocess.run([*shell, "-n", "-c", text], capture_output=True, timeout=RUN_TIMEOUT_S)
                     assert done.returncode == 0, (workspace, command, env, done.stderr)
                     assert done.stdout == b"", done.stdout
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("shell", shells(), ids=lambda shell: "-".join(shell))
+def test_the_window_script_and_the_reconnect_login_are_valid_posix_sh_with_every_placeholder_filled(
+    shell: list[str],
+) -> None:
+    texts = [
+        remote_script("/srv/ws", ["agent", "--acp"], ENV_VALUES, ready_marker="m-1", reattach_window_s=5, capacity=2),
+        remote_script("/" + HOSTILE_DIR, "exec agent", ready_marker="m-1", reattach_window_s=60, preflight="true"),
+        attach_login_script(ready_marker="m-1"),
+        attach_login_script(ready_marker="m-1", slot_prefix="/srv/slots-"),
+    ]
+    for text in texts:
+        assert text.endswith(END_MARK + "\n")
+        assert "__" not in text.replace("__pycache__", "")
+        for checked in (text, stdin_prefix(text, whole_input=True).decode().split("\n")[0]):
+            done = subprocess.run([*shell, "-n", "-c", checked], capture_output=True, timeout=RUN_TIMEOUT_S)
+            assert (done.returncode, done.stdout) == (0, b""), done.stderr

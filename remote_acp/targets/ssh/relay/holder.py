@@ -47,7 +47,7 @@ _RELAY = r"""
 D=$1; _ra_token=$2; _ra_apath=$3; _ra_umask=$4; shift 4
 # A poke (USR1) cuts the current tick short; set before anything could send one.
 _ra_wake=; trap '_ra_wake=1' USR1
-cd "$D" || exit 1
+[ -d "$D" ] || exit 1  # and we stay where the start step was: the agent's working directory
 
 _ra_spool() {
   _ra_st=0 _ra_sz=0 _ra_unk=0 _ra_ack=0

@@ -1,0 +1,126 @@
+"""The end of a reattachable session, run for real under dash, bash and BusyBox ash: the
+controller's ``X`` ends the agent's tree (TERM, KILL after the grace) and the rest of the output
+still comes, a session ended with nobody attached goes at once, and the agent's own end reaches
+the attached connection within a fifth of a second while an idle relay costs next to nothing."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.processes import wait_for
+from tests.support.relay_host import AGENT, SHELLS, Controller, session_processes, shell_env, wait_gone
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture(params=SHELLS)
+def shell(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    return shell_env(request.param, tmp_path)
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    path = tmp_path / f"slots-{os.getuid()}"  # where the login finds it
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
+def controllers() -> Iterator[list[Controller]]:
+    made: list[Controller] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+def started(made: list[Controller], shell: tuple[list[str], dict[str, str]], base: Path, *agent: str) -> Controller:
+    c = Controller(*shell, base)
+    made.append(c)
+    c.start([sys.executable, "-c", AGENT, *agent], window_s=30)
+    return c
+
+
+@pytest.mark.parametrize(("mode", "rc"), [("idle", 143), ("stubborn", 137)])
+def test_x_ends_the_agents_tree_and_the_output_still_drains_to_the_attached_connection(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller], mode: str, rc: int
+) -> None:
+    if mode == "idle":  # a child, and a daemon that left the tree: all three go
+        c = started(controllers, shell, base, "idle")
+        wait_for(lambda: len(session_processes(c.sid)) >= 3, "the agent, its child and its daemon")
+    else:  # ignores TERM: killed after the grace (1 s)
+        c = started(controllers, shell, base, "echo", "-", "stubborn")
+        wait_for(lambda: b"\n" in c.out, "the agent's first line")
+    c.send(b"before the end\n")
+    sent = time.monotonic()
+    c.end_session()
+    total = c.wait_end(within=10)
+    took = time.monotonic() - sent
+    assert c.end == f"RA-END out={total} rc={rc}".encode()
+    assert took < (3.0 if mode == "stubborn" else 2.0), f"the end took {took:.2f} s"
+    assert not session_processes(c.sid)
+    if mode == "stubborn":
+        assert bytes(c.out).endswith(b"got before the end\n"), "output written before the end was lost"
+    assert c.directory.exists(), "removed before the attached controller had the output"
+    assert c.finish(close_input=False) == rc
+    wait_gone(c, within=5)
+
+
+def test_x_with_nobody_attached_after_it_removes_the_session_at_once(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller]
+) -> None:
+    c = started(controllers, shell, base, "echo", "-")
+    wait_for(lambda: b"\n" in c.out, "the agent's first line")
+    c.end_session()
+    c.cut("close")  # no acknowledgement, and a window of 30 s
+    wait_gone(c, within=5)
+
+
+@pytest.mark.timing
+def test_the_agents_end_reaches_the_attached_connection_within_a_fifth_of_a_second(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller]
+) -> None:
+    latencies: list[float] = []
+    for _ in range(3):
+        stamp = base.parent / f"ended-{len(latencies)}"
+        c = started(controllers, shell, base, "echo", str(stamp))
+        wait_for(lambda: b"\n" in c.out, "the agent's first line")  # noqa: B023 (called at once)
+        c.send(b"exit 4\n")
+        c.wait_end()
+        assert c.end_at is not None
+        latencies.append(c.end_at - float(stamp.read_text()))
+        assert c.finish(close_input=False) == 4
+        wait_gone(c, within=5)
+    assert statistics.median(latencies) < 0.2, f"agent's end to RA-END: {latencies}"
+
+
+@pytest.mark.timing
+def test_an_idle_relay_costs_next_to_no_cpu(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller]
+) -> None:
+    c = started(controllers, shell, base, "echo", "-")
+    wait_for(lambda: (c.directory / "relay.pid").exists(), "the relay's pid")
+    relay = int((c.directory / "relay.pid").read_text().split()[0])
+    c.cut("kill")
+
+    def cpu_s() -> float:
+        fields = Path(f"/proc/{relay}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+    before, t0 = cpu_s(), time.monotonic()
+    time.sleep(3)
+    used = (cpu_s() - before) / (time.monotonic() - t0)
+    assert used < 0.03, f"an idle relay used {used:.1%} of a core"
+    c.login()
+    c.end_session()
+    c.finish()
+    wait_gone(c, within=5)
