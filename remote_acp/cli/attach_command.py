@@ -38,20 +38,26 @@ def recorded_handle(history: SessionHistory, name: str) -> tuple[SessionRecord, 
         records = history.records()
     except HistoryError as exc:
         raise LocalIoError(str(exc)) from None
-    latest: SessionRecord | None = None
+    # A session is its id on its host and workspace; its latest record says whether it still has a
+    # handle (a run that ended it records none). A relay id names the session it was recorded with.
+    latest: dict[tuple[str, str, str], SessionRecord] = {}
+    named: tuple[str, str, str] | None = None
     for record in records:
-        relay_id = record.handle.get("relay_id") if record.handle is not None else None
-        if name in (record.session_id, relay_id):
-            latest = record
-    if latest is None or latest.handle is None:
+        key = (record.session_id, record.target, record.workspace)
+        latest[key] = record
+        if name == record.session_id or (record.handle is not None and record.handle.get("relay_id") == name):
+            named = key
+    found = latest.get(named) if named is not None else None
+    if found is None or found.handle is None:
         why = (
             "is not in the session history"
-            if latest is None
+            if found is None
             else "has no reattach handle (it ended, or ran without --reattach-window)"
         )
         raise click.UsageError(f"session {name} {why}: see `remote-acp sessions`")
+    latest_record = found
     try:
-        return latest, SessionHandle.from_json(latest.handle)
+        return latest_record, SessionHandle.from_json(found.handle)
     except ValueError as exc:
         raise click.UsageError(f"the session history's handle of {name} cannot be used: {exc}") from None
 

@@ -4,18 +4,60 @@ continue one with ``run --resume ID``."""
 from __future__ import annotations
 
 import sys
+import time
+from typing import Any
 
 import click
 
 from ..errors import RemoteAcpError
 from ..masking import escape_control
+from ..session.handle import SessionHandle
 from .exit_codes import EXIT_BROKEN_PIPE
-from .history import HistoryError, SessionHistory
+from .history import HistoryError, SessionHistory, SessionRecord
 from .jsonl import json_line
 from .local_files import LocalIoError, discard_stdout
 from .params import absolute_workspace, no_nul
 
-__all__ = ["inventory_destination", "sessions"]
+__all__ = ["inventory_destination", "reattach_state", "sessions"]
+
+
+def reattach_state(record: SessionRecord, now: float) -> dict[str, Any] | None:
+    """What a record says of its session's reattach window, without its secret: ``None`` for a
+    session that has none (or ended)."""
+    if record.handle is None:
+        return None
+    try:
+        handle = SessionHandle.from_json(record.handle)
+    except ValueError:
+        return None
+    left = handle.seconds_left(now=now)
+    state: dict[str, Any] = {"relay_id": handle.relay_id, "window_s": handle.window_s}
+    if left is None:
+        # Recorded while a run held it: that run may be alive, or killed with the session kept.
+        state.update(
+            state="attached",
+            says=f"reattach window {handle.window_s} s: if its run is gone, `remote-acp attach {handle.relay_id}`",
+        )
+    elif left > 0:
+        state.update(
+            state="detached",
+            seconds_left=round(left),
+            says=f"detached, {round(left)} s left: `remote-acp attach {handle.relay_id}`",
+        )
+    else:
+        state.update(state="expired", says=f"expired {round(-left)} s ago: the host ended it")
+    return state
+
+
+def _listed(record: SessionRecord, now: float) -> dict[str, Any]:
+    """A record as ``--json`` lists it: its handle's secret never leaves the history."""
+    listed = record.to_json()
+    listed.pop("handle", None)
+    window = reattach_state(record, now)
+    if window is not None:
+        window.pop("says")
+        listed["reattach"] = window
+    return listed
 
 
 @click.command()
@@ -40,17 +82,20 @@ def sessions(workspace: str | None, host: str | None, limit: int, as_json: bool)
                 records = history.recent(workspace=where, target=destination, limit=limit)
     except HistoryError as exc:
         raise LocalIoError(str(exc)) from None
+    now = time.time()
     if as_json:
-        text = "".join(json_line(record.to_json()) + "\n" for record in records)
+        text = "".join(json_line(_listed(record, now)) + "\n" for record in records)
     else:
-        # Two lines per session, never cut or folded: the id is what a person copies into
-        # --resume, and an agent command or a path is as long as it is. Escaped: an agent's id
-        # or name drives no terminal.
+        # Two lines per session (three with a reattach window), never cut or folded: the id is
+        # what a person copies into --resume, and an agent command or a path is as long as it
+        # is. Escaped: an agent's id or name drives no terminal.
         lines = []
         for r in records:
             outcome = f"{r.outcome} [{r.error_kind}]" if r.error_kind else r.outcome
             lines.append(escape_control(f"{r.session_id}  {r.when}  {outcome}  ({r.obtained})"))
             lines.append(escape_control(f"  {r.target}:{r.workspace}  {r.agent}"))
+            if (window := reattach_state(r, now)) is not None:
+                lines.append(escape_control(f"  {window['says']}"))
         text = "\n".join(lines) + "\n" if records else "no sessions recorded yet\n"
     try:
         click.echo(text, nl=False)

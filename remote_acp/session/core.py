@@ -151,6 +151,7 @@ class Session:
             agent=agent,
             close_method=self._state.close_method,
             prompt_id=in_flight if isinstance(in_flight, int) else None,
+            config_file=relay.config_file,
         )
 
     async def detach(self) -> SessionHandle:

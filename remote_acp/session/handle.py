@@ -41,6 +41,8 @@ class SessionHandle:
     """How the session is ended through the protocol (``session/close``), when the agent said."""
     prompt_id: int | None = None
     """The id of the ``session/prompt`` in flight, whose answer a new controller waits for."""
+    config_file: str | None = None
+    """The ssh_config the session was started with, read again to reach its host."""
     detached_at: float | None = None
     """When the session was last detached (seconds since the epoch); ``None`` while attached."""
 
@@ -49,6 +51,8 @@ class SessionHandle:
             raise ValueError("a session handle's relay id is 1 to 64 ASCII letters and digits")
         if not _SECRET.match(self.secret):
             raise ValueError("a session handle's secret is one word of 16 to 256 printable ASCII characters")
+        if self.config_file is not None and (not isinstance(self.config_file, str) or "\0" in self.config_file):
+            raise ValueError("a session handle's ssh config is a path")
         for name in ("host", "session_id", "workspace", "agent"):
             value = getattr(self, name)
             if not isinstance(value, str) or len(value) > _TEXT_MAX or "\0" in value:

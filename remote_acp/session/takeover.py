@@ -28,8 +28,11 @@ __all__ = ["attach_session", "attach_target", "start_attached"]
 
 def attach_target(handle: SessionHandle, settings: SshSettings | None = None) -> SshTarget:
     """The ssh target that takes ``handle``'s session over: ``settings`` (the ones the session was
-    started with: its ssh_config, host key policy...) with the handle's window."""
+    started with: its host key policy, keepalives...) with the handle's window, and its ssh_config
+    unless ``settings`` names one."""
     chosen = dataclasses.replace(settings or SshSettings(), reattach_window_s=handle.window_s)
+    if chosen.config_file is None and handle.config_file is not None:
+        chosen = dataclasses.replace(chosen, config_file=handle.config_file)
     return SshTarget(handle.host, chosen, reattach=SessionRef(handle.relay_id, handle.secret))
 
 

@@ -34,6 +34,8 @@ class RelayRef:
     relay_id: str
     secret: str = field(repr=False)
     window_s: int
+    config_file: str | None = None
+    """The ssh_config the session's ssh read (another process needs it to reach the host too)."""
 
 
 class LinkWatcher(Protocol):

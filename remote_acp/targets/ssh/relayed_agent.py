@@ -121,7 +121,7 @@ class RelayedAgent:
     @property
     def relay(self) -> RelayRef:
         relink = self.relink
-        return RelayRef(relink.destination, self.ref.relay_id, self.ref.secret, relink.window_s)
+        return RelayRef(relink.destination, self.ref.relay_id, self.ref.secret, relink.window_s, relink.config_file)
 
     async def detach(self) -> bool:
         """End this controller's link without a word to the relay, which keeps the agent for its

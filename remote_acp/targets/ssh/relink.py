@@ -43,6 +43,7 @@ class Relink:
     window_s: int
     destination: str
     """The ssh destination as the target was given it (``host`` is its label, for people)."""
+    config_file: str | None
     attempt_s: float
     """One reconnect's bound: the connection, the login, the marker and the header."""
     host: str

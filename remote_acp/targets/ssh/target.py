@@ -268,6 +268,9 @@ class SshTarget:
             go_ahead=READY_REPLY,
             window_s=window_s,
             destination=self.host,
+            config_file=os.path.abspath(config)
+            if (config := self.settings.config_file) and config != "none"
+            else config,
             attempt_s=bound_ms / 1000 + RELAY_HEADER_S,
             host=self.label,
         )

@@ -152,7 +152,7 @@ _ra_kill_tree() {
   kill -KILL $_ra_set 2>/dev/null
 }
 
-_ra_stat $$; echo "$$ $_ra_start" >"$D/relay.pid"
+_ra_stat $$; echo "$$ $_ra_start" >"$D/relay.pid.tmp" && mv "$D/relay.pid.tmp" "$D/relay.pid"
 exec 4<>"$D/in"
 ( exec 4>&- 9>&-; _ra_spool ) <"$D/out" 2>>"$D/relay.log" &
 _ra_spooler=$!
