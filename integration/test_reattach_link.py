@@ -1,0 +1,86 @@
+"""A turn on a host with a reattach window outlives its links: its local ssh killed twice and its
+network link cut for ten seconds, the caller gets every chunk of a turn that streams for about
+twenty seconds exactly once and in order, a ``link_lost``/``link_restored`` pair per loss, and
+the turn's end; the time without a link does not count against the turn's stall bound. Closed,
+the session leaves nothing on the host."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from integration.users import agent_pythonpath, throwaway_user
+from remote_acp import LinkRestored, open_session
+from remote_acp.targets.ssh.settings import SshSettings
+from remote_acp.targets.ssh.target import SshTarget
+from tests.support.agents import fast_options
+from tests.support.processes import gone_within
+from tests.support.reattach_host import HostSession, TurnLog, kill_link_ssh, user_agent
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from integration.sshlab import SshLab
+
+pytestmark = pytest.mark.anyio
+
+CUT_S = 10
+
+
+async def test_a_streaming_turn_survives_two_killed_ssh_and_a_cut_link_with_every_chunk_once_in_order(
+    ssh_lab: SshLab, homes: Path
+) -> None:
+    lab = ssh_lab.namespaced
+    total = 100  # one every 200 ms: about 20 s
+    with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), base=homes) as user:
+        command, environ = user_agent(agent_pythonpath())
+        settings = SshSettings(
+            config_file=str(ssh_lab.config),
+            reattach_window_s=30,
+            capacity=1,
+            pass_env=("PYTHONPATH",),
+            server_alive_interval_s=1,  # ssh notices the cut within about 3 s
+            server_alive_count_max=2,
+            connect_timeout_s=3,
+        )
+        target = SshTarget(user.destination(lab.alias), settings, environ=environ)
+        # The stall bound is shorter than the cut: only the time with a link counts.
+        options = fast_options(
+            command, read_timeout_ms=10_000, initialize_floor_ms=20_000, turn_timeout_ms=90_000, stall_timeout_ms=8_000
+        )
+        log = TurnLog()
+        killed: list[int] = []
+
+        async def disturb() -> None:
+            await log.until(10, within=20)
+            killed.append(await kill_link_ssh())
+            await log.until_restored(1, within=20)
+            await log.until(30, within=20)
+            killed.append(await kill_link_ssh())
+            await log.until_restored(2, within=20)
+            await log.until(45, within=20)
+            lab.cut_link()
+            try:
+                await anyio.sleep(CUT_S)
+            finally:
+                lab.restore_link()
+
+        async with open_session(str(user.home), options, target=target) as session:
+            assert session.handle is not None
+            host = await HostSession.find(session.handle.relay_id)
+            assert host.slot is not None and not host.slot_free(), "the session holds no slot"
+            with anyio.fail_after(75):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(disturb)
+                    result = await session.run_turn(f"@drip={total} @drip-ms=200 @chunks=0", log)
+            assert result.ok and result.stop_reason == "end_turn", result
+            assert log.chunks == list(range(1, total + 1)), log.chunks
+            assert log.link_events == ["link_lost", "link_restored"] * 3, log.link_events
+            cut = [event for event in log.events if isinstance(event, LinkRestored)][2]
+            assert cut.down_ms >= (CUT_S - 5) * 1000, cut  # the cut, less the time ssh took to notice
+            assert len(set(killed)) == 2 and await gone_within(killed, 5)
+            after = await session.run_turn("@chunks=2 and after")
+            assert after.ok and after.last_message == "and after", after
+        await host.gone(within=15)
