@@ -254,6 +254,10 @@ class Controller:
         return new
 
     def _read(self, proc: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # closed under it by a cut
+            self._read_until_closed(proc, stream)
+
+    def _read_until_closed(self, proc: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
         while chunk := stream.read(65536):
             with self.lock:
                 if proc is not self.proc:
@@ -338,7 +342,7 @@ class Controller:
                     stream.close()
         for reader in self.readers:
             reader.join(10)
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, IndexError):
             relay = int((self.directory / "relay.pid").read_text().split()[0])
             if alive(relay):
                 os.killpg(relay, signal.SIGKILL)

@@ -23,8 +23,9 @@ and start time to ``relay.pid`` and starts, in the session directory ``D`` (see 
 Then it watches, on a tick of a second that a poke (``SIGUSR1``, see :mod:`.segments`) cuts
 short, so an idle session costs one ``sleep`` a second and an event is seen at once: an attached
 connection holds ``attach.lock`` exclusively, so a shared lock that succeeds means nobody is
-attached. Nobody attached for the window: the agent's whole tree is ended (TERM, KILL after the
-grace), the slot freed, ``D`` removed. The agent ended and the controller acknowledged all its
+attached. Nobody attached for the window (counted from the first tick that found nobody, so
+never less than the window after the link was lost): the agent's whole tree is ended (TERM, KILL
+after the grace), the slot freed, ``D`` removed. The agent ended and the controller acknowledged all its
 output: the same teardown. A ``stop`` file (the controller's ``X`` frame): the tree is ended at
 once, its status recorded, and the output drains to the attached connection as at any end;
 with nobody attached the session is removed without waiting for acknowledgements or the window.
@@ -174,8 +175,8 @@ _ra_feeder=$!
 exec 4>&- 8>>"$D/attach.lock"
 trap '' HUP PIPE  # only now: the agent must not inherit an ignored SIGPIPE
 
-# Whole seconds of uptime, without a fork.
-_ra_now() { read -r _ra_t _ra_x <"/proc/uptime"; _ra_t=${_ra_t%.*}; }
+# Uptime in hundredths of a second, without a fork.
+_ra_now() { read -r _ra_t _ra_x <"/proc/uptime"; _ra_dec ".${_ra_t%.*}${_ra_t#*.}"; _ra_t=$_ra_v; }
 # The end, with nobody attached (we hold the lock) and nobody attaching again ("expired").
 _ra_end() {
   echo "end: $1" >>"$D/relay.log"
@@ -188,14 +189,16 @@ _ra_end() {
   cd / && rm -rf "$D"
   exit 0
 }
-_ra_now; _ra_seen=$_ra_t; _ra_rc= _ra_stopped=
+_ra_now; _ra_seen=$_ra_t; _ra_rc= _ra_stopped= _ra_att=1
 while :; do
   # A tick, cut short by a poke (wait returns on a trapped signal); its sleep goes with it.
   sleep 1 & _ra_sl=$!
   if [ -n "$_ra_wake" ] || ! wait "$_ra_sl"; then kill "$_ra_sl" 2>/dev/null; fi
   _ra_wake=
   _ra_now
-  if flock -n -s 8; then flock -u 8; _ra_att=; else _ra_att=1; _ra_seen=$_ra_t; fi
+  # The window runs from the first tick that finds nobody attached: the link was lost before it.
+  [ -n "$_ra_att" ] && _ra_seen=$_ra_t
+  if flock -n -s 8; then flock -u 8; _ra_att=; else _ra_att=1; fi
   if [ -z "$_ra_rc" ]; then
     if [ -z "$_ra_stopped" ] && [ -e "$D/stop" ]; then
       _ra_stopped=1; echo "stop: the controller ends the session" >>"$D/relay.log"; _ra_kill_tree
@@ -216,7 +219,7 @@ while :; do
     case $_ra_a in ''|*[!0-9]*) _ra_a=0 ;; esac
     [ "$_ra_a" -ge "$_ra_e" ] && flock -n -x 8 && _ra_end "done rc=$_ra_rc, all $_ra_e bytes acknowledged"
   fi
-  if [ -z "$_ra_att" ] && [ $((_ra_t - _ra_seen)) -ge __WINDOW__ ] && flock -n -x 8; then
+  if [ -z "$_ra_att" ] && [ $((_ra_t - _ra_seen)) -ge __WINDOW__00 ] && flock -n -x 8; then
     _ra_end "nothing attached for __WINDOW__ s"
   fi
 done
