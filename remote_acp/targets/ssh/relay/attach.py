@@ -37,7 +37,7 @@ from __future__ import annotations
 import shlex
 from typing import Final
 
-from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds
+from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds, shipped
 
 __all__ = [
     "ATTACHED_MARK",
@@ -246,4 +246,4 @@ def attach_script(base: str | None, *, segment: int = DEFAULT_SEGMENT, bound: in
         "IFS=' ' read -r _ra_id _ra_k _ra_j _ra_mode _ra_secret || "
         f"{{ printf '%s %s\\n' {REFUSED_MARK} 'no request'; exit {EXIT_BAD_REQUEST}; }}\n"
     )
-    return request + attach_prelude(base) + attach_body(segment=segment, bound=bound)
+    return shipped(request + attach_prelude(base) + attach_body(segment=segment, bound=bound))

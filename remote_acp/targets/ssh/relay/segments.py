@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BLOCK", "DEFAULT_BOUND", "DEFAULT_SEGMENT", "SEGMENT_HELPERS", "check_bounds"]
+__all__ = ["BLOCK", "DEFAULT_BOUND", "DEFAULT_SEGMENT", "SEGMENT_HELPERS", "check_bounds", "shipped"]
 
 BLOCK: Final = 65536
 """The most one read of a pipe returns on Linux: every dd reads one block."""
@@ -131,3 +131,9 @@ def check_bounds(segment: int, bound: int) -> None:
             raise ValueError(f"the {name} size must be a positive multiple of {BLOCK} bytes")
     if bound < 2 * segment:
         raise ValueError("the bound must hold at least two segments")
+
+
+def shipped(text: str) -> str:
+    """``text`` without its comment lines, which every host would read for nothing (the steps'
+    text has no line starting with ``#`` inside a quoted string but comments)."""
+    return "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))

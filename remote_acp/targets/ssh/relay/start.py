@@ -30,7 +30,7 @@ from hostinv.slots import EXIT_AT_CAPACITY, EXIT_NO_SLOTS, take_slot_lines
 from .attach import REFUSED_MARK, attach_body, attach_prelude
 from .holder import relay_script
 from .host_check import NO_WINDOW_MARK, host_check_script
-from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT
+from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, shipped
 
 __all__ = ["EXIT_BAD_START", "EXIT_NO_WINDOW", "start_script"]
 
@@ -125,4 +125,4 @@ def start_script(
         .replace("__NOSLOTS__", str(EXIT_NO_SLOTS))
         .replace("__SHELL__", shell)
     )
-    return "\n".join(lines) + "\n" + attach_prelude(None) + start + attach_body(segment=segment, bound=bound)
+    return shipped("\n".join(lines) + "\n" + attach_prelude(None) + start + attach_body(segment=segment, bound=bound))
