@@ -1,32 +1,26 @@
 """The agent's end of a session with a reattach window: one stream across successive ssh links.
 
-With a window the agent runs under the host's relay (:mod:`remote_acp.targets.ssh.relay`), not
-under the ssh connection, and :class:`RelayedAgent` stands where a local process would
-(:class:`~remote_acp.targets.agent_end.AgentEnd`). It owns the ssh process of the moment and the
-session's :class:`~remote_acp.targets.ssh.relay.link.Link`:
-
-* the first connection runs the session script, whose ready marker and go-ahead the session's
-  connection handles as for any ssh start (:class:`~remote_acp.targets.ssh.ready_marker.ReadyMarker`).
-  This end watches for the same marker, hands the connection exactly the bytes up to it, writes
-  the start (or attach) request right after the go-ahead, and reads the relay's header itself;
-* from then on every output byte goes through the link (counted, each handed on once) and every
-  input write becomes a ``D`` frame; output is acknowledged at line ends, so a controller that
-  takes the session over later starts at a whole line;
-* when the ssh's output ends without the relay's end report (``RA-END`` on stderr), the link is
-  lost: the session is told (:class:`~remote_acp.targets.agent_end.LinkWatcher`), and a new ssh
-  runs the attach login (:func:`~remote_acp.targets.ssh.relay.login.attach_login_script`) with
-  backoff until one attaches or the window is over; the host replays what the session has not
-  had and applies the input it has not got, so the stream above goes on where it stopped;
-* the end: the relay reports the agent's exit status with the last offset; once that offset is
-  received it is acknowledged and the connection closed, and the relay removes the session.
-
-Closing the session sends ``X`` (the host ends the agent's tree) before stdin's ``E``; a session
-closed while its link is down is ended by the host when its window runs out.
+The agent runs under the host's relay (:mod:`remote_acp.targets.ssh.relay`), and
+:class:`RelayedAgent` stands where a local process would
+(:class:`~remote_acp.targets.agent_end.AgentEnd`), owning the ssh of the moment and the session's
+:class:`~remote_acp.targets.ssh.relay.link.Link`. On the first connection the session's
+connection runs the ready marker and go-ahead as for any ssh start; this end watches for the
+same marker, hands over exactly the bytes up to it, writes the start (or attach) request after
+the go-ahead and reads the relay's header itself. From then on output goes through the link
+(each byte handed on once, acknowledged at line ends so a later controller starts at a whole
+line) and every input write is a ``D`` frame; a ``P`` every few seconds tells the relay we are
+there. An ssh whose output ends without the relay's end report (``RA-END`` on stderr) is a lost
+link: the session is told (:class:`~remote_acp.targets.agent_end.LinkWatcher`) and new ssh
+processes run the attach login with backoff until one attaches or the window is over; the host
+replays what the session lacks and applies the input it lacks. At the end the relay reports the
+agent's status with the last offset; once that is received it is acknowledged, the connection
+closed, and the relay removes the session. Closing the session sends ``X`` (the host ends the
+agent's tree) before stdin's ``E``; a session closed while its link is down is ended by the host
+when its window runs out.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 import time
 from typing import TYPE_CHECKING, Final
@@ -41,9 +35,9 @@ from ..exit_status import ExitStatus
 from ..launch import Ready
 from ..process.agent import AgentProcess, PipeClosed
 from .ready_marker import ReadyMarker
-from .relay.attach import END_MARK, REFUSED_MARK
+from .relay.attach import END_MARK, PING_S, REFUSED_MARK
 from .relay.link import Link, parse_attach_reply, refusal_error
-from .relink import BACKOFF_S, Relink, SessionRef, host_text, protocol_error, window_over
+from .relink import BACKOFF_S, Phase, Relink, SessionRef, host_text, protocol_error, window_over
 
 if TYPE_CHECKING:
     from ..agent_end import LinkWatcher
@@ -53,17 +47,10 @@ __all__ = ["RelayedAgent"]
 
 log = get_logger("remote_acp.targets.ssh.relayed_agent")
 
+ACK_BYTES, ACK_S = 16 * 1024, 0.25  # output is acknowledged (to a line end) this often
 HEADER_MAX: Final = 4096  # a relay's header or refusal line is short: a longer one is not the relay's
 END_WAIT_S: Final = 2.0  # how long an ssh whose output ended gets to exit and report its status
-_END = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
-
-
-class _Phase(enum.Enum):
-    PRELUDE = "prelude"  # the first connection, before its ready marker: raw bytes
-    HEADER = "header"  # waiting for the relay's header (or refusal)
-    LIVE = "live"
-    DOWN = "down"  # reconnecting
-    DONE = "done"
+END_LINE: Final = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
 
 
 class RelayedAgent:
@@ -87,7 +74,7 @@ class RelayedAgent:
         self._request = link.resume_request() if resume else link.start_request()
         self._resume = resume
         self._tail_bytes = tail_bytes
-        self._phase = _Phase.PRELUDE
+        self._phase = Phase.PRELUDE
         self._marker = ReadyMarker(opening=b"", marker=relink.marker).begin()
         self._raw_left = -1  # bytes still written raw: all of them until the marker, then the go-ahead
         self._pushback = b""
@@ -98,6 +85,7 @@ class RelayedAgent:
         self._closing = False
         self._lost: RemoteAcpError | None = None
         self._line_end = 0  # the output offset after the last newline received
+        self._acked_at = 0.0
         self._lock = anyio.Lock()  # one writer at a time, and the link's counts move with the writes
         self._tg: anyio.abc.TaskGroup | None = None
         self._reconnecting: anyio.CancelScope | None = None
@@ -126,11 +114,13 @@ class RelayedAgent:
     async def detach(self) -> bool:
         """End this controller's link without a word to the relay, which keeps the agent for its
         window (the output meanwhile is kept on the host, bounded)."""
-        if self._phase is _Phase.DONE:
+        if self._phase is Phase.DONE:
             return False
         self._closing = True
         if self._reconnecting is not None:
             self._reconnecting.cancel()
+        # What this controller had is acknowledged: the next one starts after it.
+        await self._write(self._link.ack(upto=self._line_end, force=True))
         await self._retire(self._proc)
         await self._finish(self._proc)
         return True
@@ -143,15 +133,22 @@ class RelayedAgent:
             self._tg = tg
             self._tg_ready.set()
             self._run(self._proc)
+            tg.start_soon(self._ping)
             await self.exited.wait()
             tg.cancel_scope.cancel()
 
-    async def drain_stderr(self) -> None:
-        """The ssh processes' stderr is drained by their own tasks: this waits for the last one."""
+    async def drain_stderr(self) -> None:  # each ssh's is drained by its own task
         await self.exited.wait()
         with anyio.move_on_after(END_WAIT_S):
             await self._proc.stderr_eof.wait()
         self.stderr_eof.set()
+
+    async def _ping(self) -> None:
+        """Say we are there, so the relay can tell a link cut without a word (see the attach step)."""
+        while True:
+            await anyio.sleep(PING_S)
+            if self._phase is Phase.LIVE and not self._finishing:
+                await self._write(b"P\n")
 
     def _run(self, proc: AgentProcess) -> None:
         assert self._tg is not None
@@ -162,7 +159,7 @@ class RelayedAgent:
         proc.stderr_tail.watch_lines(END_MARK.encode(), self._on_end_line)
 
     def _on_end_line(self, line: bytes) -> None:
-        match = _END.match(line.rstrip(b"\r"))
+        match = END_LINE.match(line.rstrip(b"\r"))
         if match is not None and self._end is None:
             self._end = (int(match[1]), int(match[2]) if match[2] else None)
             self._maybe_finish()
@@ -171,26 +168,26 @@ class RelayedAgent:
 
     async def read_stdout(self) -> bytes:
         while True:
-            if self._phase is _Phase.DONE:
+            if self._phase is Phase.DONE:
                 return b""
             if self._pushback:
                 data, self._pushback = self._pushback, b""
             else:
                 data = await self._proc.read_stdout()
-            if self._phase is _Phase.PRELUDE:
+            if self._phase is Phase.PRELUDE:
                 if not data:
                     await self._finish(self._proc)  # the start failed: the ssh's status is ours
                     return b""
                 step = self._marker.feed(data)
                 if isinstance(step, Ready):
-                    self._phase, self._raw_left, self._pushback = _Phase.HEADER, len(self.relink.go_ahead), step.rest
+                    self._phase, self._raw_left, self._pushback = Phase.HEADER, len(self.relink.go_ahead), step.rest
                     return data[: len(data) - len(step.rest)]
                 return data
             if not data:
                 if await self._connection_ended():
                     return b""
                 continue
-            if self._phase is _Phase.HEADER:
+            if self._phase is Phase.HEADER:
                 rest = await self._take_header(data)
                 if rest is None:
                     continue
@@ -202,11 +199,19 @@ class RelayedAgent:
                 newline = fresh.rfind(b"\n")
                 if newline >= 0:
                     self._line_end = self._link.received - (len(fresh) - newline - 1)
-                    if (ack := self._link.ack(upto=self._line_end)) and self._tg is not None:
-                        self._tg.start_soon(self._write, ack)
+                    self._ack_soon()
                 self._maybe_finish()
                 return fresh
             self._maybe_finish()
+
+    def _ack_soon(self) -> None:
+        """Acknowledge up to the last whole line, every :data:`ACK_BYTES` or :data:`ACK_S`: what
+        a controller taking over after this one died sees again is at most that much."""
+        now = time.monotonic()
+        due = self._line_end - self._link.acked >= ACK_BYTES or now - self._acked_at >= ACK_S
+        if due and self._tg is not None and (ack := self._link.ack(upto=self._line_end, force=True)):
+            self._acked_at = now
+            self._tg.start_soon(self._write, ack)
 
     async def _take_header(self, data: bytes) -> bytes | None:
         """Collect the header line; the bytes after it, or ``None`` while it is incomplete."""
@@ -239,7 +244,7 @@ class RelayedAgent:
                 await self._fail(self._proc, exc)
                 return b""
             self._line_end = self._link.received
-            self._phase = _Phase.LIVE
+            self._phase = Phase.LIVE
             self.linked.set()
             if self._ending_sent:
                 frames += Link.end_session()
@@ -253,10 +258,10 @@ class RelayedAgent:
         if self._end is not None and self._link.received >= self._end[0]:
             await self._finish(proc)
             return True
-        if self._closing or self._phase is _Phase.DONE:
+        if self._closing or self._phase is Phase.DONE:
             await self._finish(proc)
             return True
-        if self._phase is _Phase.HEADER and not self._link.received and not self.reattached:
+        if self._phase is Phase.HEADER and not self._link.received and not self.reattached:
             # The first connection ended before the relay answered: a start that failed.
             await self._finish(proc)
             return True
@@ -289,7 +294,7 @@ class RelayedAgent:
             self.exit_status = ExitStatus(self._end[1])
         else:
             self.exit_status = proc.exit_status
-        self._phase = _Phase.DONE
+        self._phase = Phase.DONE
         self.exited.set()
         self.linked.set()
 
@@ -309,7 +314,7 @@ class RelayedAgent:
     async def _reattach(self, reason: str) -> bool:
         """Reconnect within the window; ``False`` when the session cannot go on (why: :attr:`lost_error`)."""
         old = self._proc
-        self._phase = _Phase.DOWN
+        self._phase = Phase.DOWN
         self._link.detached()
         old.close_stdin()  # a write blocked on the dead link fails now, and lets go of the lock
         down_at = time.monotonic()
@@ -320,20 +325,20 @@ class RelayedAgent:
         await self._retire(old)
         attempt = 0
         with anyio.CancelScope() as self._reconnecting:
-            while not self._closing and self._phase is _Phase.DOWN:
+            while not self._closing and self._phase is Phase.DOWN:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 with anyio.move_on_after(min(left, self.relink.attempt_s)):
                     await self._connect()
-                if self._phase is _Phase.DOWN:
+                if self._phase is Phase.DOWN:
                     await self._retire(self._proc)
                     wait = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
                     await anyio.sleep(min(wait, max(0.0, deadline - time.monotonic())))
                     attempt += 1
         self._reconnecting = None
-        if self._phase is not _Phase.LIVE:
-            if self._phase is not _Phase.DONE:
+        if self._phase is not Phase.LIVE:
+            if self._phase is not Phase.DONE:
                 self._lost = self._lost or window_over(self.relink, closing=self._closing)
                 await self._finish(self._proc)
             return False
@@ -376,7 +381,7 @@ class RelayedAgent:
             await proc.write_stdin(self.relink.go_ahead + self._link.attach_request(takeover=True))
         except PipeClosed:
             return
-        self._phase = _Phase.HEADER
+        self._phase = Phase.HEADER
         while True:
             if data:
                 after = await self._take_header(data)
@@ -385,7 +390,7 @@ class RelayedAgent:
                     return
             data = await proc.read_stdout()
             if not data:
-                self._phase = _Phase.DOWN
+                self._phase = Phase.DOWN
                 return
 
     async def _retire(self, proc: AgentProcess) -> None:
@@ -406,9 +411,9 @@ class RelayedAgent:
                 frame = self._link.send(data)
             except RuntimeError:
                 raise PipeClosed("the agent's input is closed") from None
-            if self._phase is _Phase.LIVE:
+            if self._phase is Phase.LIVE:
                 await self._write_locked(frame)
-            elif self._phase is _Phase.DONE:
+            elif self._phase is Phase.DONE:
                 raise PipeClosed("the session ended")
             # else: kept by the link, and sent once a connection attaches
 
@@ -428,7 +433,7 @@ class RelayedAgent:
 
     async def _write(self, frame: bytes) -> None:
         async with self._lock:
-            if self._phase is _Phase.LIVE:
+            if self._phase is Phase.LIVE:
                 await self._write_locked(frame)
 
     async def _write_locked(self, frame: bytes) -> None:
@@ -447,7 +452,7 @@ class RelayedAgent:
             frame = self._link.close_input()
         except RuntimeError:
             return
-        if self._tg is not None and self._phase is _Phase.LIVE:
+        if self._tg is not None and self._phase is Phase.LIVE:
             self._tg.start_soon(self._write, frame)
 
     def close_stdout(self) -> None:
@@ -460,7 +465,7 @@ class RelayedAgent:
         """End the session on the host: its relay ends the agent's tree (``X``), and the rest of
         the output still comes; before the relay answered, the ssh is ended instead."""
         self._closing = True
-        if self._phase is _Phase.PRELUDE or self._phase is _Phase.HEADER:
+        if self._phase is Phase.PRELUDE or self._phase is Phase.HEADER:
             await self._proc.terminate()
             return
         if not self._ending_sent:

@@ -3,6 +3,7 @@ connection is opened, and the errors of a link that cannot go on (see :mod:`.rel
 
 from __future__ import annotations
 
+import enum
 import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -12,10 +13,28 @@ from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError
 if TYPE_CHECKING:
     from ..launch import LaunchSpec
 
-__all__ = ["BACKOFF_S", "Relink", "SessionRef", "host_text", "protocol_error", "window_over"]
+__all__ = [
+    "BACKOFF_S",
+    "Phase",
+    "Relink",
+    "SessionRef",
+    "host_text",
+    "protocol_error",
+    "window_over",
+]
 
 BACKOFF_S: Final = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Waits between reconnect attempts (the last repeats), always within the window."""
+
+
+class Phase(enum.Enum):
+    """Where a relayed agent's current connection stands."""
+
+    PRELUDE = "prelude"  # the first connection, before its ready marker: raw bytes
+    HEADER = "header"  # waiting for the relay's header (or refusal)
+    LIVE = "live"
+    DOWN = "down"  # reconnecting
+    DONE = "done"
 
 
 @dataclass(frozen=True, slots=True)

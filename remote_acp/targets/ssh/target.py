@@ -193,7 +193,8 @@ class SshTarget:
         if ssh is None:
             raise RemoteAcpError(ErrorKind.AGENT_NOT_FOUND, "ssh binary not found on this host's PATH")
         carried = {}
-        for name in self.settings.pass_env:
+        # Taking a session over carries nothing: its agent has the environment it started with.
+        for name in self.settings.pass_env if self.reattach is None else ():
             if name not in environ:
                 raise RemoteAcpError(
                     ErrorKind.AGENT_NOT_FOUND, f"ssh_pass_env names {name}, which is not set in the environment"

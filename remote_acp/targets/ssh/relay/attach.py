@@ -20,10 +20,12 @@ there); then the agent's output from ``K`` on, raw; the controller counts bytes.
 WHY`` (:data:`REFUSED_MARK`) and one of the exit codes below. Then stdin carries frames: ``D N``
 and a newline then N bytes for the agent's stdin; ``A K`` (output received up to K: the host may
 drop it); ``E`` (close the agent's stdin); ``X`` (end the session now: the relay ends the agent's
-tree, and the rest of the output still comes). At the end of the output, stderr gets ``RA-END
-out=N rc=R`` (:data:`END_MARK`) and stdout closes; once stdin closes the exit status is the
-agent's. When stdin closes the attachment lets go of the session's lock and pokes the relay, so
-an ended session is removed at once.
+tree, and the rest of the output still comes); ``P`` (the controller is there: sent every
+:data:`PING_S` seconds, and written to ``alive``, so a connection whose link was cut without a
+word is ended by the relay, which then starts the window, however late sshd notices). At the
+end of the output, stderr gets ``RA-END out=N rc=R`` (:data:`END_MARK`) and stdout closes; once
+stdin closes the exit status is the agent's. When stdin closes the attachment lets go of the
+session's lock and pokes the relay, so an ended session is removed at once.
 
 Frames are read without over-reading: the ``read`` builtin reads a pipe a byte at a time, and
 ``dd bs=N count=1`` at most N bytes. The session's lock is held by the connection's shell (the
@@ -53,6 +55,9 @@ __all__ = [
     "attach_script",
 ]
 
+PING_S: Final = 2
+"""How often an attached controller says it is there (``P``): the relay ends a connection silent
+for :data:`~.holder.SILENT_S`."""
 EXIT_NO_SESSION: Final = 90
 """No such session: it expired, ended, or never started."""
 EXIT_WRONG_SECRET: Final = 91
@@ -118,6 +123,10 @@ fi
 [ -e "$D/expired" ] && _ra_refuse __GONE__ "expired"
 # Our process group (sshd makes the login its own session): what a takeover ends.
 { read -r _ra_s <"/proc/$$/stat"; } 2>/dev/null; _ra_s=${_ra_s##*) }; set -- $_ra_s; echo "${3-}" >"$D/attach.pgid"
+# When the controller was last heard from (uptime, hundredths): a link cut without a word keeps
+# this connection, and its lock, until sshd notices; the relay reads this instead (see P).
+_ra_alive() { read -r _ra_u _ra_x <"/proc/uptime"; _ra_dec ".${_ra_u%.*}${_ra_u#*.}"; echo "$_ra_v" >"$D/alive"; }
+_ra_alive
 
 _ra_first=0
 for _ra_f in "$D"/o.*; do _ra_dec "$_ra_f"; _ra_first=$_ra_v; break; done
@@ -180,7 +189,7 @@ while IFS= read -r _ra_fr; do
       _ra_left=${_ra_fr#D }
       case $_ra_left in ''|*[!0-9]*) break ;; esac
       _ra_fed
-      while [ $((_ra_in - _ra_fd)) -gt __BOUND__ ]; do sleep 0.1; _ra_fed; done
+      while [ $((_ra_in - _ra_fd)) -gt __BOUND__ ]; do sleep 0.1; _ra_fed; _ra_alive; done
       while [ "$_ra_left" -gt 0 ]; do
         # A full segment is followed only when a byte is on its way, so the last segment holds
         # the last byte (but for a link lost right there).
@@ -195,10 +204,12 @@ while IFS= read -r _ra_fr; do
           '') _ra_size "$_ra_iseg"; _ra_n=$((_ra_v - _ra_isize)) ;;
         esac
         _ra_isize=$((_ra_isize + _ra_n)); _ra_in=$((_ra_in + _ra_n)); _ra_left=$((_ra_left - _ra_n))
+        _ra_alive  # a long frame is a controller that is there
       done
       _ra_ring "$D/ibell" ;;
     E) echo "$_ra_in" >"$D/in.eof"; _ra_ring "$D/ibell" ;;
     X) : >"$D/stop"; _ra_poke ;;
+    P) _ra_alive ;;
     *) break ;;
   esac
 done

@@ -40,6 +40,8 @@ copy of the ``in`` FIFO's write end would keep the agent's stdin open forever.
 
 from __future__ import annotations
 
+from typing import Final
+
 from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds
 
 __all__ = ["relay_script"]
@@ -199,6 +201,21 @@ while :; do
   # The window runs from the first tick that finds nobody attached: the link was lost before it.
   [ -n "$_ra_att" ] && _ra_seen=$_ra_t
   if flock -n -s 8; then flock -u 8; _ra_att=; else _ra_att=1; fi
+  if [ -n "$_ra_att" ]; then
+    # Attached, but silent past the bound (its controller pings every few seconds): the link was
+    # cut without a word, and sshd has not noticed. End that connection, as a takeover would,
+    # so the window starts.
+    _ra_al=; { read -r _ra_al <"$D/alive"; } 2>/dev/null
+    case $_ra_al in ''|*[!0-9]*) ;; *)
+      if [ $((_ra_t - _ra_al)) -gt __SILENT__00 ]; then
+        _ra_p=; { read -r _ra_p <"$D/attach.pgid"; } 2>/dev/null
+        case $_ra_p in ''|*[!0-9]*) ;; *)
+          [ "$_ra_p" -gt 1 ] && [ "$_ra_p" != "$$" ] && kill -KILL -"$_ra_p" 2>/dev/null &&
+            echo "the attached connection went silent: ended" >>"$D/relay.log" ;;
+        esac
+      fi ;;
+    esac
+  fi
   if [ -z "$_ra_rc" ]; then
     if [ -z "$_ra_stopped" ] && [ -e "$D/stop" ]; then
       _ra_stopped=1; echo "stop: the controller ends the session" >>"$D/relay.log"; _ra_kill_tree
@@ -226,6 +243,12 @@ done
 """
 
 
+SILENT_S: Final = 10
+"""An attached connection not heard from for this long is ended (its controller sends ``P`` every
+:data:`~.attach.PING_S` seconds): a cut link then starts the window within this bound, however
+long the host's sshd takes to notice."""
+
+
 def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGMENT, bound: int = DEFAULT_BOUND) -> str:
     """The relay's text (see the module docstring): ``window_s`` seconds with nothing attached
     before the session ends, ``grace_s`` between TERM and KILL, output ``segment`` size and the
@@ -237,6 +260,6 @@ def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGM
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an integer of at least 1")
     check_bounds(segment, bound)
-    return SEGMENT_HELPERS + _RELAY.replace("__WINDOW__", str(window_s)).replace(
+    return SEGMENT_HELPERS + _RELAY.replace("__SILENT__", str(SILENT_S)).replace("__WINDOW__", str(window_s)).replace(
         "__GRACE_TENTHS__", str(10 * grace_s)
     ).replace("__SEGMENT__", str(segment)).replace("__BOUND__", str(bound))
