@@ -2,7 +2,8 @@
 network link cut for ten seconds, the caller gets every chunk of a turn that streams for about
 twenty seconds exactly once and in order, a ``link_lost``/``link_restored`` pair per loss, and
 the turn's end; the time without a link does not count against the turn's stall bound. Closed,
-the session leaves nothing on the host."""
+the session leaves nothing on the host. A link down for longer than the window ends the turn
+(``link_lost``), and the host lets the session go."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from integration.users import agent_pythonpath, throwaway_user
 from remote_acp import LinkRestored, open_session
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
-from tests.support.agents import fast_options
+from tests.support.agents import fast_options, scripted
 from tests.support.processes import gone_within
-from tests.support.reattach_host import HostSession, TurnLog, kill_link_ssh, user_agent
+from tests.support.reattach_host import HostSession, TurnLog, assert_refused, kill_link_ssh, user_agent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,3 +85,41 @@ async def test_a_streaming_turn_survives_two_killed_ssh_and_a_cut_link_with_ever
             after = await session.run_turn("@chunks=2 and after")
             assert after.ok and after.last_message == "and after", after
         await host.gone(within=15)
+
+
+async def test_a_link_down_for_longer_than_the_window_ends_the_turn_link_lost_and_the_host_lets_the_session_go(
+    ssh_lab: SshLab,
+) -> None:
+    lab, window, log = ssh_lab.namespaced, 3, TurnLog()
+    settings = SshSettings(
+        config_file=str(ssh_lab.config),
+        reattach_window_s=window,
+        server_alive_interval_s=1,
+        server_alive_count_max=2,
+        connect_timeout_s=2,
+    )
+    options = fast_options(scripted(), read_timeout_ms=10_000, turn_timeout_ms=60_000, stall_timeout_ms=30_000)
+
+    async def cut() -> None:
+        await log.until(5, within=20)
+        lab.cut_link()
+
+    try:
+        async with open_session("/tmp", options, target=SshTarget(lab.alias, settings)) as session:
+            assert session.handle is not None
+            host = await HostSession.find(session.handle.relay_id)
+            with anyio.fail_after(40):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cut)
+                    result = await session.run_turn("@drip=1000 @drip-ms=100 @chunks=0", log)
+    finally:
+        lab.restore_link()
+    assert result.outcome == "turn_failed" and result.error is not None, result
+    assert_refused(
+        result.error, "link_lost", f"the link to {lab.alias} stayed down for the whole reattach window ({window} s)"
+    )
+    assert result.error.retryable and result.error.facts.host == lab.alias
+    assert log.link_events == ["link_lost"], log.link_events
+    assert log.chunks == list(range(1, len(log.chunks) + 1)), log.chunks
+    # The link back, the host's end of the dead connection goes; nobody attaches for the window.
+    await host.gone(within=window + 10)

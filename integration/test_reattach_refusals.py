@@ -147,3 +147,32 @@ async def test_an_attach_with_the_settings_the_session_started_with_needs_none_o
     )
     error = await refusal(gone, settings, scripted())
     assert_refused(error, "session_expired", "the detached session is gone (its window expired, or it ended)")
+
+
+async def test_detach_is_refused_mid_turn_and_for_a_session_without_a_window(ssh_lab: SshLab) -> None:
+    settings = SshSettings(config_file=str(ssh_lab.config), reattach_window_s=30)
+    options = fast_options(scripted(), **BOUNDS)
+    async with open_session("/tmp", options, target=SshTarget("lab1", settings)) as session:
+        log = TurnLog()
+        async with session.turn("@drip=3 @drip-ms=200 @chunks=0") as turn:
+            with pytest.raises(RemoteAcpError) as caught:
+                await session.detach()
+            assert_refused(caught.value, "misuse", "a turn is in flight: detach between turns", kind="response_error")
+            async for event in turn:
+                log(event)
+        assert turn.result is not None and turn.result.ok and log.chunks == [1, 2, 3], (turn.result, log.chunks)
+        assert session.handle is not None
+        host = await HostSession.find(session.handle.relay_id)
+    await host.gone(within=15)
+
+    async with open_session("/tmp", options) as local:
+        assert local.handle is None
+        with pytest.raises(RemoteAcpError) as caught:
+            await local.detach()
+        assert_refused(
+            caught.value,
+            "misuse",
+            "only a started session on a host with a reattach window can be detached",
+            kind="response_error",
+        )
+        assert (await local.run_turn("still usable")).ok

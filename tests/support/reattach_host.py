@@ -255,9 +255,10 @@ class TurnLog:
         await wait_until(lambda: self.restored >= count, f"the link restored {count} times", within=within)
 
 
-def assert_refused(error: BaseException, cause: str, message: str) -> RemoteAcpError:
-    """``error`` is the library's, with that cause and message (the start of it: a detail may follow)."""
+def assert_refused(error: BaseException, cause: str, message: str, *, kind: str = "port_exit") -> RemoteAcpError:
+    """``error`` is the library's, of that kind, with that cause and message (the start of it: a
+    detail may follow)."""
     assert isinstance(error, RemoteAcpError), repr(error)
-    assert error.cause.value == cause, (error.cause, str(error))
+    assert (error.kind.value, error.cause.value) == (kind, cause), (error.kind, error.cause, str(error))
     assert error.message.startswith(message), error.message
     return error
