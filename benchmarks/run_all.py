@@ -3,8 +3,9 @@
     python -m benchmarks.run_all [--quick] [--profile] [NAME ...]
 
 NAME is one of ``session_overhead``, ``throughput``, ``cli_throughput``, ``fairness``,
-``teardown_memory``, ``ssh_overhead`` (default: all; ``ssh_overhead`` needs root and
-``/usr/sbin/sshd`` and otherwise says it skipped). ``--quick`` lowers the repetition counts (a
+``teardown_memory``, ``ssh_overhead``, ``reattach`` (default: all; ``ssh_overhead`` and
+``reattach`` need root and ``/usr/sbin/sshd`` and otherwise say they skipped; ``reattach`` cuts a
+namespaced host's link only where ``ip`` is found). ``--quick`` lowers the repetition counts (a
 smoke run, noisier medians); ``--profile`` adds the cProfile of one of our turns to the throughput
 benchmark. The exit status is 0 whether targets
 pass or miss (these are measurements, not tests); it is 1 only when a benchmark itself failed.
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["--runs", "5", "--stubborn-runs", "2", "--anchor-runs", "1", "--memory-runs", "1", "--no-sdk-stubborn"],
     ),
     "ssh_overhead": ([], ["--runs", "3", "--warmup", "1", "--supervised-exit-runs", "1"]),
+    "reattach": ([], ["--runs", "3", "--warmup", "1", "--chunks", "20000", "--cuts", "1"]),
 }
 
 
