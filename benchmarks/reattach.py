@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from remote_acp.options import SessionOptions
-from remote_acp.targets.ssh.relink import BACKOFF_S
+from remote_acp.targets.ssh.relink import MAX_ATTEMPTS, next_attempt_in
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 
@@ -345,7 +345,7 @@ def reconnects(summary: Summary, samples: dict[str, list[float]], outages: list[
     print(
         f"the reconnect beyond a bare login's first line: {fmt_ms(reconnect - line)} (medians: the attach login, "
         f"its marker and go-ahead, the relay's header); the first attempt starts at once, "
-        f"the backoff ({', '.join(f'{b:g}' for b in BACKOFF_S[:4])}... s) only after a failed one"
+        f"a second only {next_attempt_in(0):g} s later if it has not got through"
     )
     first = median([o.restored_to_first_s for o in outages])
     outage = median([o.back_to_first_s for o in outages])
@@ -412,9 +412,9 @@ def cuts(args: argparse.Namespace, holds: list[float], summary: Summary, lab: Ss
     table.print()
     print(f"target: the first replayed event <= {fmt_s(REPLAY_TARGET_S)} after the link is back")
     print(
-        f"reconnect attempts: the first at once after link_lost, then after waits of "
-        f"{', '.join(f'{b:g}' for b in BACKOFF_S[:5])}... s; ssh gives up a connect after its "
-        f"ConnectTimeout ({args.cut_connect_timeout} s here)"
+        f"reconnect attempts: the first at once after link_lost, the next {next_attempt_in(0):g} s later, "
+        f"then one every {next_attempt_in(1):g} s (the first 10 s), overlapping, at most {MAX_ATTEMPTS} "
+        f"in flight; each ssh gives up a connect after its ConnectTimeout ({args.cut_connect_timeout} s here)"
     )
     print(f"after the cuts: {environment_note()}")
     summary.add(

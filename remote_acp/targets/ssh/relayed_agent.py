@@ -21,9 +21,8 @@ when its window runs out.
 
 from __future__ import annotations
 
-import re
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -37,7 +36,23 @@ from ..process.agent import AgentProcess, PipeClosed
 from .ready_marker import ReadyMarker
 from .relay.attach import END_MARK, PING_S, REFUSED_MARK
 from .relay.link import Link, parse_attach_reply, refusal_error
-from .relink import BACKOFF_S, Phase, Relink, SessionRef, host_text, protocol_error, window_over
+from .relink import (
+    ACK_BYTES,
+    ACK_S,
+    END_WAIT_S,
+    HEADER_MAX,
+    MAX_ATTEMPTS,
+    Phase,
+    Relink,
+    SessionRef,
+    host_text,
+    login,
+    next_attempt_in,
+    parse_end,
+    protocol_error,
+    retire,
+    window_over,
+)
 
 if TYPE_CHECKING:
     from ..agent_end import LinkWatcher
@@ -47,18 +62,12 @@ __all__ = ["RelayedAgent"]
 
 log = get_logger("remote_acp.targets.ssh.relayed_agent")
 
-ACK_BYTES, ACK_S = 16 * 1024, 0.25  # output is acknowledged (to a line end) this often
-HEADER_MAX: Final = 4096  # a relay's header or refusal line is short: a longer one is not the relay's
-END_WAIT_S: Final = 2.0  # how long an ssh whose output ended gets to exit and report its status
-END_LINE: Final = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
-
 
 class RelayedAgent:
     """One session's agent, kept on the host by its relay, across ssh connections (see the module docstring)."""
 
     def __init__(self, first: AgentProcess, relink: Relink, ref: SessionRef, *, resume: bool, tail_bytes: int) -> None:
-        self.pid = first.pid
-        """The first ssh's pid: the session's for its whole life, whichever ssh carries it now."""
+        self.pid = first.pid  # the first ssh's: the session's for its whole life
         self.ref = ref
         self.relink = relink
         self.watcher: LinkWatcher | None = None
@@ -89,15 +98,19 @@ class RelayedAgent:
         self._lock = anyio.Lock()  # one writer at a time, and the link's counts move with the writes
         self._tg: anyio.abc.TaskGroup | None = None
         self._reconnecting: anyio.CancelScope | None = None
+        self._settled = anyio.Event()  # a reconnect attempt attached, or the session cannot go on
+        self._gate = anyio.Lock()  # one attempt at a time goes past its login
         self._tg_ready = anyio.Event()
-        self._watch_end(first)
-
-    # -- what the session reads -----------------------------------------------------------------
+        first.stderr_tail.watch_lines(END_MARK.encode(), self._on_end_line)
 
     @property
     def stderr_tail(self) -> StderrTail:
         """The current ssh's stderr: the agent's own stays on the host."""
         return self._proc.stderr_tail
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
 
     @property
     def lost_error(self) -> RemoteAcpError | None:
@@ -112,8 +125,7 @@ class RelayedAgent:
         return RelayRef(relink.destination, self.ref.relay_id, self.ref.secret, relink.window_s, relink.config_file)
 
     async def detach(self) -> bool:
-        """End this controller's link without a word to the relay, which keeps the agent for its
-        window (the output meanwhile is kept on the host, bounded)."""
+        """End this controller's link without a word to the relay: it keeps the agent for its window."""
         if self._phase is Phase.DONE:
             return False
         self._closing = True
@@ -121,11 +133,9 @@ class RelayedAgent:
             self._reconnecting.cancel()
         # What this controller had is acknowledged: the next one starts after it.
         await self._write(self._link.ack(upto=self._line_end, force=True))
-        await self._retire(self._proc)
+        await retire(self._proc)
         await self._finish(self._proc)
         return True
-
-    # -- tasks ------------------------------------------------------------------------------------
 
     async def watch_exit(self) -> None:
         """Host each ssh's own tasks (its exit, its stderr) until the session's end (a task)."""
@@ -155,16 +165,10 @@ class RelayedAgent:
         self._tg.start_soon(proc.drain_stderr)
         self._tg.start_soon(proc.watch_exit)
 
-    def _watch_end(self, proc: AgentProcess) -> None:
-        proc.stderr_tail.watch_lines(END_MARK.encode(), self._on_end_line)
-
     def _on_end_line(self, line: bytes) -> None:
-        match = END_LINE.match(line.rstrip(b"\r"))
-        if match is not None and self._end is None:
-            self._end = (int(match[1]), int(match[2]) if match[2] else None)
+        if self._end is None and (end := parse_end(line)) is not None:
+            self._end = end
             self._maybe_finish()
-
-    # -- output -----------------------------------------------------------------------------------
 
     async def read_stdout(self) -> bytes:
         while True:
@@ -270,8 +274,6 @@ class RelayedAgent:
         why = proc.exit_status.describe() if proc.exit_status is not None else "no status yet"
         return not await self._reattach(f"the ssh connection ended: {why}")
 
-    # -- the end ----------------------------------------------------------------------------------
-
     def _maybe_finish(self) -> None:
         """All the output is in: acknowledge it and close the connection (the relay then ends)."""
         end = self._end
@@ -309,10 +311,10 @@ class RelayedAgent:
         code = proc.exit_status.code if proc.exit_status is not None else None
         return refusal_error(code, host_text(line), host=self.relink.host, start=start)
 
-    # -- reattach ---------------------------------------------------------------------------------
-
     async def _reattach(self, reason: str) -> bool:
-        """Reconnect within the window; ``False`` when the session cannot go on (why: :attr:`lost_error`)."""
+        """Reconnect within the window; ``False`` when the session cannot go on (why: :attr:`lost_error`).
+        Attempts overlap (:func:`~.relink.next_attempt_in`): one hanging in a connect the cut link
+        dropped does not hold back a fresh one; the first through its login attaches."""
         old = self._proc
         self._phase = Phase.DOWN
         self._link.detached()
@@ -322,20 +324,24 @@ class RelayedAgent:
         log.warning("the link to the session's host was lost", extra={"host": self.relink.host, "reason": reason})
         if self.watcher is not None:
             self.watcher.link_lost(reason)
-        await self._retire(old)
-        attempt = 0
+        await retire(old)
+        pending: list[anyio.CancelScope] = []
         with anyio.CancelScope() as self._reconnecting:
-            while not self._closing and self._phase is Phase.DOWN:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                with anyio.move_on_after(min(left, self.relink.attempt_s)):
-                    await self._connect()
-                if self._phase is Phase.DOWN:
-                    await self._retire(self._proc)
-                    wait = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
-                    await anyio.sleep(min(wait, max(0.0, deadline - time.monotonic())))
-                    attempt += 1
+            async with anyio.create_task_group() as attempts:
+                while not self._closing and self._phase is Phase.DOWN:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        break
+                    if len(pending) >= MAX_ATTEMPTS:
+                        pending.pop(0).cancel()  # the oldest hangs longest: a fresh one gets through first
+                    bound = min(deadline - now, self.relink.attempt_s)
+                    scope = anyio.CancelScope(deadline=anyio.current_time() + bound)
+                    pending.append(scope)
+                    attempts.start_soon(self._attempt, scope)
+                    with anyio.move_on_after(next_attempt_in(now - down_at)):
+                        await self._settled.wait()
+                    self._settled = anyio.Event()
+                attempts.cancel_scope.cancel()
         self._reconnecting = None
         if self._phase is not Phase.LIVE:
             if self._phase is not Phase.DONE:
@@ -349,35 +355,40 @@ class RelayedAgent:
             self.watcher.link_restored(down_ms)
         return True
 
-    async def _connect(self) -> None:
-        """One attempt: a new ssh, the attach login, the request and the header. The phase says
-        how it went: ``LIVE`` attached, ``DONE`` refused for good, ``DOWN`` worth another try."""
+    async def _attempt(self, scope: anyio.CancelScope) -> None:
+        """A new ssh and its login; then, for the first through, the request and the header.
+        The phase says how it went: ``LIVE``, ``DONE`` (refused for good), ``DOWN`` (try again)."""
         await self._tg_ready.wait()
         try:
             proc = await AgentProcess.start(self.relink.spec, stderr_tail_bytes=self._tail_bytes)
         except RemoteAcpError as exc:  # ssh itself cannot be started any more: no retry helps
             await self._fail(self._proc, exc)
+            self._settled.set()
             return
-        self._proc = proc
         self._procs.append(proc)
-        self._watch_end(proc)
         self._run(proc)
-        prelude = self.relink.spec.prelude
-        watch = prelude.begin() if prelude is not None else None
-        data = b""
+        rest = None
         try:
-            await proc.write_stdin(self.relink.spec.stdin_prefix)
-            while watch is not None:
-                data = await proc.read_stdout()
-                if not data:
-                    return
-                step = watch.feed(data)
-                if isinstance(step, Ready):
-                    data = step.rest
-                    break
-                if isinstance(step, RemoteAcpError):
-                    await self._fail(proc, step)
-                    return
+            with scope:  # ended early when newer attempts crowd it out, or at its bound
+                rest = await login(proc, self.relink.spec)
+            if rest is not None:
+                async with self._gate:  # past its login, an attempt is no longer crowded out
+                    if self._phase is Phase.DOWN:
+                        with anyio.move_on_after(self.relink.attempt_s):
+                            await self._attach(proc, rest)
+                        if self.phase is Phase.HEADER:  # the relay never answered
+                            self._phase = Phase.DOWN
+        finally:
+            if proc is not self._proc or self._phase is not Phase.LIVE:
+                await retire(proc)
+            if self._phase is not Phase.DOWN:  # a failed attempt waits for the next on the schedule
+                self._settled.set()
+
+    async def _attach(self, proc: AgentProcess, data: bytes) -> None:
+        """The request and the header, on the connection that got through first."""
+        self._proc = proc
+        proc.stderr_tail.watch_lines(END_MARK.encode(), self._on_end_line)
+        try:
             await proc.write_stdin(self.relink.go_ahead + self._link.attach_request(takeover=True))
         except PipeClosed:
             return
@@ -392,15 +403,6 @@ class RelayedAgent:
             if not data:
                 self._phase = Phase.DOWN
                 return
-
-    async def _retire(self, proc: AgentProcess) -> None:
-        """End a connection's ssh (the session stays on the host)."""
-        with anyio.CancelScope(shield=True):
-            proc.close_stdin()
-            await proc.kill(bound_s=0.5)
-            proc.close_stdout()
-
-    # -- input ------------------------------------------------------------------------------------
 
     async def write_stdin(self, data: bytes) -> None:
         if self._raw_left:
@@ -458,8 +460,6 @@ class RelayedAgent:
     def close_stdout(self) -> None:
         self._closing = True
         self._proc.close_stdout()
-
-    # -- teardown ---------------------------------------------------------------------------------
 
     async def terminate(self) -> None:
         """End the session on the host: its relay ends the agent's tree (``X``), and the rest of

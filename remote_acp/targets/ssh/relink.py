@@ -4,27 +4,72 @@ connection is opened, and the errors of a link that cannot go on (see :mod:`.rel
 from __future__ import annotations
 
 import enum
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
 from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError
+from ..launch import Ready
+from ..process.agent import PipeClosed
 
 if TYPE_CHECKING:
     from ..launch import LaunchSpec
+    from ..process.agent import AgentProcess
 
 __all__ = [
-    "BACKOFF_S",
+    "ACK_BYTES",
+    "ACK_S",
+    "END_WAIT_S",
+    "HEADER_MAX",
+    "MAX_ATTEMPTS",
     "Phase",
     "Relink",
     "SessionRef",
     "host_text",
+    "login",
+    "next_attempt_in",
+    "parse_end",
     "protocol_error",
+    "retire",
     "window_over",
 ]
 
-BACKOFF_S: Final = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
-"""Waits between reconnect attempts (the last repeats), always within the window."""
+ACK_BYTES: Final = 16 * 1024
+ACK_S: Final = 0.25
+"""Output is acknowledged (to the last whole line) every this many bytes or seconds."""
+HEADER_MAX: Final = 4096
+"""A relay's header or refusal line is short: a longer one is not the relay's."""
+END_WAIT_S: Final = 2.0
+"""How long an ssh whose output ended gets to exit and report its status."""
+_END_LINE: Final = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
+MAX_ATTEMPTS: Final = 4
+"""Reconnect attempts in flight at once at most (the oldest is ended for a new one)."""
+
+
+def parse_end(line: bytes) -> tuple[int, int | None] | None:
+    """The relay's end report (``RA-END out=N rc=R``): the output's last offset and the agent's
+    exit status (``None`` when the relay did not learn it), or ``None`` for another line."""
+    match = _END_LINE.match(line.rstrip(b"\r"))
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]) if match[2] else None
+
+
+def next_attempt_in(down_s: float) -> float:
+    """How long after an attempt the next one starts, ``down_s`` seconds into an outage: none
+    while the first may simply be logging in, then often (a link that comes back is used within
+    that long), then less often as the outage lasts (each attempt is an ssh started on this
+    machine and a connection tried to the host)."""
+    if down_s < 1.0:
+        return 1.0 - down_s
+    if down_s < 10:
+        return 0.25
+    if down_s < 60:
+        return 0.5
+    return 2.0 if down_s < 600 else 10.0
 
 
 class Phase(enum.Enum):
@@ -92,3 +137,31 @@ def window_over(relink: Relink, *, closing: bool) -> RemoteAcpError:
         cause=Cause.LINK_LOST,
         facts=ErrorFacts(host=relink.host),
     )
+
+
+async def login(proc: AgentProcess, spec: LaunchSpec) -> bytes | None:
+    """Run a reconnect's attach login (``spec``'s prelude) on ``proc`` up to its ready marker: the
+    bytes after it, or ``None`` when the login failed."""
+    watch = spec.prelude.begin() if spec.prelude is not None else None
+    try:
+        await proc.write_stdin(spec.stdin_prefix)
+        while watch is not None:
+            data = await proc.read_stdout()
+            if not data:
+                return None
+            step = watch.feed(data)
+            if isinstance(step, Ready):
+                return step.rest
+            if isinstance(step, RemoteAcpError):
+                return None
+    except PipeClosed:
+        return None
+    return b""
+
+
+async def retire(proc: AgentProcess) -> None:
+    """End a connection's ssh (the session stays on the host)."""
+    with anyio.CancelScope(shield=True):
+        proc.close_stdin()
+        await proc.kill(bound_s=0.5)
+        proc.close_stdout()
