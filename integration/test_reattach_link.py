@@ -3,10 +3,12 @@ network link cut for ten seconds, the caller gets every chunk of a turn that str
 twenty seconds exactly once and in order, a ``link_lost``/``link_restored`` pair per loss, and
 the turn's end; the time without a link does not count against the turn's stall bound. Closed,
 the session leaves nothing on the host. A link down for longer than the window ends the turn
-(``link_lost``), and the host lets the session go."""
+(``link_lost``), and the host lets the session go while the link is still down."""
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,7 +19,7 @@ from remote_acp import LinkRestored, open_session
 from remote_acp.targets.ssh.settings import SshSettings
 from remote_acp.targets.ssh.target import SshTarget
 from tests.support.agents import fast_options, scripted
-from tests.support.processes import gone_within
+from tests.support.processes import alive, gone_within
 from tests.support.reattach_host import HostSession, TurnLog, assert_refused, kill_link_ssh, user_agent
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ async def test_a_streaming_turn_survives_two_killed_ssh_and_a_cut_link_with_ever
         await host.gone(within=15)
 
 
-async def test_a_link_down_for_longer_than_the_window_ends_the_turn_link_lost_and_the_host_lets_the_session_go(
+async def test_a_link_down_past_the_window_ends_the_turn_link_lost_and_the_host_lets_the_session_go_meanwhile(
     ssh_lab: SshLab,
 ) -> None:
     lab, window, log = ssh_lab.namespaced, 3, TurnLog()
@@ -112,14 +114,54 @@ async def test_a_link_down_for_longer_than_the_window_ends_the_turn_link_lost_an
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(cut)
                     result = await session.run_turn("@drip=1000 @drip-ms=100 @chunks=0", log)
+        assert result.outcome == "turn_failed" and result.error is not None, result
+        assert_refused(
+            result.error, "link_lost", f"the link to {lab.alias} stayed down for the whole reattach window ({window} s)"
+        )
+        assert result.error.retryable and result.error.facts.host == lab.alias
+        assert log.link_events == ["link_lost"], log.link_events
+        assert log.chunks == list(range(1, len(log.chunks) + 1)), log.chunks
+        # The link still cut, the host's end of the dead connection (which the host's sshd may take
+        # long to notice while the agent writes) is let go of, and nobody attaches for the window.
+        await host.gone(within=window + 20)
     finally:
         lab.restore_link()
-    assert result.outcome == "turn_failed" and result.error is not None, result
-    assert_refused(
-        result.error, "link_lost", f"the link to {lab.alias} stayed down for the whole reattach window ({window} s)"
-    )
-    assert result.error.retryable and result.error.facts.host == lab.alias
-    assert log.link_events == ["link_lost"], log.link_events
-    assert log.chunks == list(range(1, len(log.chunks) + 1)), log.chunks
-    # The link back, the host's end of the dead connection goes; nobody attaches for the window.
-    await host.gone(within=window + 10)
+
+
+async def test_a_reconnect_that_must_first_end_a_stale_attachment_on_the_host_goes_on(ssh_lab: SshLab) -> None:
+    """The host may still count the lost connection as attached (a half-open link its sshd has not
+    noticed): the reconnect's attach step then ends it first (its takeover), and answers later than
+    usual. Stood in for by stopping the attached connection's processes on the host (SIGSTOP) before
+    the local ssh is killed: the takeover ends them, and the turn must go on."""
+    window = 8
+    settings = SshSettings(config_file=str(ssh_lab.config), reattach_window_s=window)
+    options = fast_options(scripted(), read_timeout_ms=10_000, turn_timeout_ms=60_000, stall_timeout_ms=30_000)
+    log = TurnLog()
+    stopped: list[int] = []
+
+    async def go_stale() -> None:
+        await log.until(3, within=20)
+        stopped.extend(host.attachments())
+        assert stopped, "no connection attached on the host"
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        await kill_link_ssh()
+
+    async with open_session("/tmp", options, target=SshTarget("lab1", settings)) as session:
+        assert session.handle is not None
+        host = await HostSession.find(session.handle.relay_id)
+        try:
+            with anyio.fail_after(40):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(go_stale)
+                    result = await session.run_turn("@drip=20 @drip-ms=200 @chunks=0", log)
+        finally:
+            for pid in stopped:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    # (what a failed turn leaves on the host goes with the window, before anything is asserted)
+    await host.gone(within=window + 15)
+    assert not [pid for pid in stopped if alive(pid)]
+    assert result.ok, result
+    assert log.chunks == list(range(1, 21)), log.chunks
+    assert log.link_events == ["link_lost", "link_restored"], log.link_events

@@ -33,7 +33,7 @@ async def test_a_windowed_session_survives_a_lost_ssh_whatever_the_login_shell(
     ssh_lab: SshLab, homes: Path, shell: str
 ) -> None:
     assert shell not in MISSING_SHELLS, f"{SHELLS[shell]} is missing: scripts/test installs it"
-    total = 12
+    total = 8
     with throwaway_user(ssh_lab.client_key.with_suffix(".pub"), shell=login_shell(shell, homes), base=homes) as user:
         command, environ = user_agent(agent_pythonpath())
         settings = SshSettings(
@@ -44,7 +44,7 @@ async def test_a_windowed_session_survives_a_lost_ssh_whatever_the_login_shell(
         log = TurnLog()
 
         async def lose_the_link() -> None:
-            await log.until(3, within=20)
+            await log.until(2, within=20)
             await kill_link_ssh()
 
         async with open_session(str(user.home), options, target=target) as session:

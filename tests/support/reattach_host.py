@@ -168,6 +168,18 @@ class HostSession:
         assert len(agents) == 1, f"expected one agent of session {self.relay_id}, found {agents}"
         return agents[0]
 
+    def attachments(self) -> list[int]:
+        """The processes of the connections attached now: those that hold the session's
+        ``attach.lock`` open, but the relay (which locks it only for a moment, to look)."""
+        lock = str(self.directory / "attach.lock")
+        found = []
+        for pid in pids():
+            with contextlib.suppress(OSError):
+                fds = os.listdir(f"/proc/{pid}/fd")
+                if pid != self.relay and any(_link(f"/proc/{pid}/fd/{fd}") == lock for fd in fds):
+                    found.append(pid)
+        return found
+
     def slot_free(self) -> bool:
         """Whether the slot the session held can be locked (``True`` when it held none)."""
         if self.slot is None:
@@ -214,6 +226,13 @@ class HostSession:
             if time.monotonic() > deadline:
                 raise AssertionError(f"after {within} s the host still holds session {self.relay_id}: {left}")
             await anyio.sleep(0.1)
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 # -- a turn as the caller saw it ------------------------------------------------------------------
