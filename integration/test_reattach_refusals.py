@@ -118,21 +118,25 @@ async def test_a_second_controller_a_wrong_secret_and_another_user_are_refused_a
 
 async def test_a_session_taken_over_after_a_detach_gives_only_what_came_after_it(ssh_lab: SshLab) -> None:
     """A clean detach lets go of a session whose output its controller had, all of it: the next
-    controller's first turn holds that turn's output only (each output byte once)."""
+    controller's first turn holds that turn's output only (each output byte once). Detached and
+    taken over again, round after round."""
     settings = SshSettings(config_file=str(ssh_lab.config), reattach_window_s=30)
     options = fast_options(scripted(), **BOUNDS)
     async with open_session("/tmp", options, target=SshTarget("lab1", settings)) as session:
-        before = TurnLog()
-        assert (await session.run_turn("@chunks=3 before the detach", before)).ok
-        assert "".join(before.text) == "before the detach"
+        assert (await session.run_turn("@chunks=3 before the first detach")).ok
         handle = await session.detach()
     host = await HostSession.find(handle.relay_id)
-    after = TurnLog()
-    async with attach_session(handle, options, settings) as session:
-        result = await session.run_turn("@chunks=2 after the takeover", after)
-        assert result.ok and result.last_message == "after the takeover", result
+    seen: list[str] = []
+    for round_ in range(1, 6):
+        log = TurnLog()
+        async with attach_session(handle, options, settings) as session:
+            result = await session.run_turn(f"@chunks=2 round {round_}", log)
+            assert result.ok and result.last_message == f"round {round_}", result
+            seen.append("".join(log.text))
+            if round_ < 5:
+                handle = await session.detach()
     await host.gone(within=15)
-    assert "".join(after.text) == "after the takeover", f"the detached controller's output came again: {after.text}"
+    assert seen == [f"round {n}" for n in range(1, 6)], f"a detached controller's output came again: {seen}"
 
 
 async def test_an_attach_with_the_settings_the_session_started_with_needs_none_of_the_values_it_carried(
