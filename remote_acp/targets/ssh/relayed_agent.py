@@ -35,10 +35,11 @@ from ..launch import Ready
 from ..process.agent import AgentProcess, PipeClosed
 from .ready_marker import ReadyMarker
 from .relay.attach import END_MARK, PING_S, REFUSED_MARK
-from .relay.link import Link, parse_attach_reply, refusal_error
+from .relay.link import Link, parse_attach_reply
 from .relink import (
     ACK_BYTES,
     ACK_S,
+    DETACH_WAIT_S,
     END_WAIT_S,
     HEADER_MAX,
     MAX_ATTEMPTS,
@@ -50,6 +51,7 @@ from .relink import (
     next_attempt_in,
     parse_end,
     protocol_error,
+    refusal,
     retire,
     window_over,
 )
@@ -133,7 +135,7 @@ class RelayedAgent:
             self._reconnecting.cancel()
         # What this controller had is acknowledged: the next one starts after it.
         await self._write(self._link.ack(upto=self._line_end, force=True))
-        await retire(self._proc)
+        await retire(self._proc, grace_s=DETACH_WAIT_S)
         await self._finish(self._proc)
         return True
 
@@ -232,7 +234,7 @@ class RelayedAgent:
             reply = parse_attach_reply(line)
         except ValueError:
             if line.startswith(REFUSED_MARK.encode()):
-                await self._fail(self._proc, await self._refusal(self._proc, line, start=not self._resume))
+                await self._fail(self._proc, await refusal(self._proc, line, self.relink, start=not self._resume))
             else:
                 await self._fail(self._proc, protocol_error(f"the host's relay answered {host_text(line)}"))
             return b""
@@ -305,12 +307,6 @@ class RelayedAgent:
         proc.close_stdin()
         await self._finish(proc)
 
-    async def _refusal(self, proc: AgentProcess, line: bytes, *, start: bool) -> RemoteAcpError:
-        with anyio.move_on_after(END_WAIT_S):
-            await proc.exited.wait()
-        code = proc.exit_status.code if proc.exit_status is not None else None
-        return refusal_error(code, host_text(line), host=self.relink.host, start=start)
-
     async def _reattach(self, reason: str) -> bool:
         """Reconnect within the window; ``False`` when the session cannot go on (why: :attr:`lost_error`).
         Attempts overlap (:func:`~.relink.next_attempt_in`): one hanging in a connect the cut link
@@ -328,16 +324,19 @@ class RelayedAgent:
         pending: list[anyio.CancelScope] = []
         with anyio.CancelScope() as self._reconnecting:
             async with anyio.create_task_group() as attempts:
-                while not self._closing and self._phase is Phase.DOWN:
+                # HEADER: an attempt is through its login and waits for the relay's answer (which
+                # may first end a stale attachment): no new one meanwhile, and it is not cut short.
+                while not self._closing and self._phase in (Phase.DOWN, Phase.HEADER):
                     now = time.monotonic()
                     if now >= deadline:
                         break
-                    if len(pending) >= MAX_ATTEMPTS:
-                        pending.pop(0).cancel()  # the oldest hangs longest: a fresh one gets through first
-                    bound = min(deadline - now, self.relink.attempt_s)
-                    scope = anyio.CancelScope(deadline=anyio.current_time() + bound)
-                    pending.append(scope)
-                    attempts.start_soon(self._attempt, scope)
+                    if self._phase is Phase.DOWN:
+                        if len(pending) >= MAX_ATTEMPTS:
+                            pending.pop(0).cancel()  # the oldest hangs longest: a fresh one gets through first
+                        bound = min(deadline - now, self.relink.attempt_s)
+                        scope = anyio.CancelScope(deadline=anyio.current_time() + bound)
+                        pending.append(scope)
+                        attempts.start_soon(self._attempt, scope)
                     with anyio.move_on_after(next_attempt_in(now - down_at)):
                         await self._settled.wait()
                     self._settled = anyio.Event()

@@ -14,6 +14,7 @@ import anyio
 from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError
 from ..launch import Ready
 from ..process.agent import PipeClosed
+from .relay.link import refusal_error
 
 if TYPE_CHECKING:
     from ..launch import LaunchSpec
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACK_BYTES",
     "ACK_S",
+    "DETACH_WAIT_S",
     "END_WAIT_S",
     "HEADER_MAX",
     "MAX_ATTEMPTS",
@@ -33,6 +35,7 @@ __all__ = [
     "next_attempt_in",
     "parse_end",
     "protocol_error",
+    "refusal",
     "retire",
     "window_over",
 ]
@@ -44,6 +47,8 @@ HEADER_MAX: Final = 4096
 """A relay's header or refusal line is short: a longer one is not the relay's."""
 END_WAIT_S: Final = 2.0
 """How long an ssh whose output ended gets to exit and report its status."""
+DETACH_WAIT_S: Final = 2.0
+"""How long a detaching controller's ssh gets to carry its last acknowledgement to the host."""
 _END_LINE: Final = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
 MAX_ATTEMPTS: Final = 4
 """Reconnect attempts in flight at once at most (the oldest is ended for a new one)."""
@@ -123,6 +128,14 @@ def protocol_error(message: str) -> RemoteAcpError:
     return RemoteAcpError(ErrorKind.PORT_EXIT, message, cause=Cause.PROTOCOL_VIOLATION)
 
 
+async def refusal(proc: AgentProcess, line: bytes, relink: Relink, *, start: bool) -> RemoteAcpError:
+    """The error for the relay's refusal ``line``, with the reason its exit status gives."""
+    with anyio.move_on_after(END_WAIT_S):
+        await proc.exited.wait()
+    code = proc.exit_status.code if proc.exit_status is not None else None
+    return refusal_error(code, host_text(line), host=relink.host, start=start)
+
+
 def window_over(relink: Relink, *, closing: bool) -> RemoteAcpError:
     if closing:
         return RemoteAcpError(
@@ -159,9 +172,13 @@ async def login(proc: AgentProcess, spec: LaunchSpec) -> bytes | None:
     return b""
 
 
-async def retire(proc: AgentProcess) -> None:
-    """End a connection's ssh (the session stays on the host)."""
+async def retire(proc: AgentProcess, *, grace_s: float = 0.0) -> None:
+    """End a connection's ssh (the session stays on the host). With ``grace_s``, its stdin is
+    closed first and it gets that long to end on its own (the attach step ends at its input's
+    end, after what was written before, such as a detach's acknowledgement, reached the host)."""
     with anyio.CancelScope(shield=True):
         proc.close_stdin()
+        with anyio.move_on_after(grace_s):
+            await proc.exited.wait()
         await proc.kill(bound_s=0.5)
         proc.close_stdout()
