@@ -108,7 +108,8 @@ def test_an_idle_relay_costs_next_to_no_cpu(
     shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller]
 ) -> None:
     c = started(controllers, shell, base, "echo", "-")
-    wait_for(lambda: (c.directory / "relay.pid").exists(), "the relay's pid")
+    pid_file = c.directory / "relay.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), "the relay's pid")
     relay = int((c.directory / "relay.pid").read_text().split()[0])
     c.cut("kill")
 

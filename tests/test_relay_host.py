@@ -17,6 +17,7 @@ from remote_acp.errors import Cause
 from remote_acp.targets.ssh.relay.attach import EXIT_ATTACHED_ELSEWHERE, EXIT_NO_SESSION, EXIT_WRONG_SECRET
 from remote_acp.targets.ssh.relay.host_check import host_check_script, parse_host_check
 from remote_acp.targets.ssh.relay.link import Link, refusal_error
+from remote_acp.targets.ssh.relay.segments import SEGMENT_HELPERS
 from tests.support.processes import wait_for
 from tests.support.relay_host import (
     AGENT,
@@ -175,3 +176,19 @@ def test_the_host_check_refuses_a_login_the_host_reaps_and_accepts_one_it_does_n
     script = host_check_script(cgroup_file=str(cgroup), run_user=str(tmp_path / "run"))
     out = subprocess.run(["dash", "-c", script], capture_output=True, text=True, check=True, timeout=10).stdout
     assert parse_host_check(out.strip())["scope"] == "session-7.scope"
+
+
+def test_segment_names_are_padded_as_printf_pads_them(shell: tuple[list[str], dict[str, str]]) -> None:
+    sh, env = shell
+    offsets = ["0", "7", "65536", "1048576", "123456789012345", "1234567890123456"]
+    script = (
+        SEGMENT_HELPERS
+        + 'for n in "$@"; do _ra_name "/a b/o" "$n"\n'
+        + '  printf "%s|%s\\n" "$_ra_v" "$(printf "%s.%015d" "/a b/o" "$n")"\ndone'
+    )
+    done = subprocess.run([*sh, "-c", script, "ra", *offsets], capture_output=True, text=True, env=env, timeout=10)
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(offsets) and done.returncode == 0
+    for line in lines:
+        ours, printfs = line.split("|")
+        assert ours == printfs

@@ -55,9 +55,9 @@ class Host:
         self.env["PATH"] = f"{fake}:{env['PATH']}"
         self.check = host_check_script(cgroup_file=str(self.cgroup), run_user=str(self.run_user))
 
-    def fields(self, *base: str, linger: str = "no") -> dict[str, str]:
+    def fields(self, *base: str, linger: str = "no", check: str | None = None) -> dict[str, str]:
         done = subprocess.run(
-            [*self.sh, "-c", self.check, "ra-check", *base],
+            [*self.sh, "-c", self.check if check is None else check, "ra-check", *base],
             capture_output=True,
             text=True,
             env={**self.env, "RA_TEST_LINGER": linger},
@@ -100,3 +100,25 @@ def test_the_start_step_refuses_it_and_starts_nothing(tmp_path: Path, shell: tup
     err = done.stderr.decode()
     assert err.startswith(NO_WINDOW_MARK) and "loginctl enable-linger" in err
     assert not list(base.glob("s-*")) and not ran.exists()
+
+
+def test_the_verdict_only_check_skips_logind_outside_a_session_and_is_the_full_check_inside(
+    tmp_path: Path, shell: tuple[list[str], dict[str, str]]
+) -> None:
+    host = Host(tmp_path, shell)
+    # a loginctl that leaves a mark: outside a session it is never asked
+    asked = tmp_path / "asked"
+    loginctl = tmp_path / "fakebin" / "loginctl"
+    loginctl.write_text(LOGINCTL.replace("case $1", f": >{asked}\ncase $1"))
+    inside = host_check_script(cgroup_file=str(host.cgroup), run_user=str(host.run_user), verdict_only=True)
+    assert host.fields(check=inside) == host.fields()
+    assert host.fields()["verdict"] == "refuse"
+    asked.unlink()
+    outside = tmp_path / "cgroup-none"
+    outside.write_text("0::/user.slice/user-1000.slice/user@1000.service/app.slice\n")
+    quick = host_check_script(cgroup_file=str(outside), run_user=str(host.run_user), verdict_only=True)
+    assert host.fields(check=quick) == {"verdict": "ok", "logind": "no", "scope": "none"}
+    assert not asked.exists()
+    full = host_check_script(cgroup_file=str(outside), run_user=str(host.run_user))
+    fields = host.fields(check=full)
+    assert (fields["verdict"], fields["logind"], fields["kill"]) == ("ok", "no", "no") and asked.exists()

@@ -137,7 +137,9 @@ if [ "$_ra_k" = - ]; then _ra_k=$_ra_a; [ "$_ra_k" -ge "$_ra_first" ] || _ra_k=$
 [ "$_ra_k" -ge "$_ra_first" ] || _ra_refuse __OFFSET__ "output below offset $_ra_first is no longer kept"
 [ "$_ra_k" -gt "$_ra_a" ] && printf '%s\n' "$_ra_k" >"$D/ack"
 _ra_lastseg "$D/i"; _ra_iseg=$_ra_v; _ra_dec "$_ra_iseg"; _ra_istart=$_ra_v
-_ra_size "$_ra_iseg"; _ra_isize=$_ra_v; _ra_in=$((_ra_istart + _ra_isize))
+# The start step made the first input segment empty a moment ago: nothing to count.
+if [ -n "${_ra_fresh-}" ]; then _ra_v=0; else _ra_size "$_ra_iseg"; fi
+_ra_isize=$_ra_v; _ra_in=$((_ra_istart + _ra_isize))
 if [ "$_ra_j" = - ]; then
   # What the host has is what was sent; a line a lost link cut short must not run into the new
   # controller's first one: it gets its end.

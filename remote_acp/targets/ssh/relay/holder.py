@@ -155,7 +155,9 @@ _ra_kill_tree() {
   kill -KILL $_ra_set 2>/dev/null
 }
 
-_ra_stat $$; echo "$$ $_ra_start" >"$D/relay.pid.tmp" && mv "$D/relay.pid.tmp" "$D/relay.pid"
+# Written in place, not renamed into place (an mv on the agent's way): a poke that finds the file
+# empty finds no pid to signal, as it would find no file; and it is written before the agent starts.
+_ra_stat $$; echo "$$ $_ra_start" >"$D/relay.pid"
 exec 4<>"$D/in"
 ( exec 4>&- 9>&-; _ra_spool ) <"$D/out" 2>>"$D/relay.log" &
 _ra_spooler=$!

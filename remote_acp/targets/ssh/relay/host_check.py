@@ -16,9 +16,10 @@ logind's settings come from ``loginctl`` when it answers, else from its configur
 logind's order (the last assignment wins; the compiled default is ``no`` on the common
 distributions, reported as ``no?``).
 
-Run as ``sh -c TEXT ra-check BASE``, ``BASE`` the directory the sessions would live in (the user's
-slot directory); without it, the default slot place is assumed: the runtime directory when there
-is one. The script prints one line, :data:`HOST_CHECK_MARK` then ``verdict=ok|refuse`` and what it found,
+Run as ``sh -c TEXT ra-check BASE`` (the start step runs it as a function, in a command
+substitution, and asks for the verdict only), ``BASE`` the directory the sessions would live in
+(the user's slot directory); without it, the default slot place is assumed: the runtime directory
+when there is one. The script prints one line, :data:`HOST_CHECK_MARK` then ``verdict=ok|refuse`` and what it found,
 ``spool=DIR`` (where a detached session's files may live: the runtime directory when it is kept,
 else the home's cache) and, on a refusal, ``reason="..."``. :func:`parse_host_check` reads it.
 """
@@ -35,12 +36,19 @@ NO_WINDOW_MARK: Final = "remote-acp: this host does not keep a detached session:
 
 _CHECK = r"""
 _ra_base=${1-}
-_ra_uid=$(id -u); _ra_user=$(id -un 2>/dev/null || echo "$_ra_uid")
 # 1. a logind session? its scope is in our cgroup path
 _ra_scope=
 while IFS= read -r _ra_l; do
   case $_ra_l in *.scope*) _ra_s=${_ra_l##*/}; case $_ra_s in session-*.scope) _ra_scope=$_ra_s ;; esac ;; esac
 done <"__CGROUP__" 2>/dev/null
+__QUICK__
+# The effective uid, as id -u prints it (the second Uid field of our status), without a program
+_ra_uid=
+{ while read -r _ra_k _ra_r _ra_e _ra_x; do
+    case $_ra_k in Uid:) _ra_uid=$_ra_e; break ;; esac
+  done </proc/self/status; } 2>/dev/null
+case $_ra_uid in ''|*[!0-9]*) _ra_uid=$(id -u) ;; esac
+_ra_user=$(id -un 2>/dev/null || echo "$_ra_uid")
 # 2. logind's settings: from logind itself (manager properties), else from its files
 _ra_kill=unknown _ra_only= _ra_excl=unset _ra_idle= _ra_linger=unknown _ra_src=
 if command -v loginctl >/dev/null 2>&1 &&
@@ -139,11 +147,21 @@ printf '\n'
 """
 
 
-def host_check_script(*, cgroup_file: str = "/proc/self/cgroup", run_user: str = "/run/user") -> str:
+# Outside a logind session the verdict is ok whatever logind's settings: nothing reaps the relay,
+# and the runtime directory is not removed under it.
+_QUICK = "[ -n \"$_ra_scope\" ] || { printf '%s\\n' '__MARK__ verdict=ok logind=no scope=none'; exit 0; }"
+
+
+def host_check_script(
+    *, cgroup_file: str = "/proc/self/cgroup", run_user: str = "/run/user", verdict_only: bool = False
+) -> str:
     """The check's text (see the module docstring). ``cgroup_file`` and ``run_user`` stand for
-    ``/proc/self/cgroup`` and ``/run/user`` (tests point them at files of their own)."""
+    ``/proc/self/cgroup`` and ``/run/user`` (tests point them at files of their own).
+    ``verdict_only``: outside a logind session, print only ``verdict=ok logind=no scope=none``
+    at once, without asking logind (what the start step needs: no ``loginctl``, no ``id``)."""
     return (
-        _CHECK.replace("__CGROUP__", shlex.quote(cgroup_file))
+        _CHECK.replace("__QUICK__", _QUICK if verdict_only else "")
+        .replace("__CGROUP__", shlex.quote(cgroup_file))
         .replace("__RUNUSER__", shlex.quote(run_user))
         .replace("__MARK__", HOST_CHECK_MARK)
     )

@@ -67,7 +67,13 @@ _ra_dec() {
   _ra_v=${1##*.}
   while :; do case $_ra_v in 0?*) _ra_v=${_ra_v#0} ;; *) break ;; esac; done
 }
-_ra_name() { _ra_v=$(printf '%s.%015d' "$1" "$2"); }
+# _ra_name PREFIX OFFSET: PREFIX.OFFSET, the offset zero-padded to 15 digits (printf's %015d,
+# without the fork of a command substitution).
+_ra_name() {
+  _ra_v=$2
+  while [ "${#_ra_v}" -lt 15 ]; do _ra_v=0$_ra_v; done
+  _ra_v=$1.$_ra_v
+}
 _ra_ring() { { printf '\n' >&7; } 7<>"$1" 2>/dev/null; }
 # Ring the output doorbell only when the follower armed it again since our last ring (it writes
 # a new value to "armed" before each drain): a busy follower is not woken for nothing.

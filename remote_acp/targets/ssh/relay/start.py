@@ -40,14 +40,24 @@ EXIT_BAD_START: Final = 88
 """A start request with a bad session id, or for a session that exists already."""
 
 _START = r"""
-_ra_um=$(umask); umask 077
+# The login's umask, for the agent: the kernel's word for it (Linux 4.7+), read without the fork
+# of a command substitution; else the builtin's.
+_ra_um=
+{ while read -r _ra_k _ra_v; do
+    case $_ra_k in Umask:) _ra_um=$_ra_v; break ;; esac
+  done </proc/self/status; } 2>/dev/null
+case $_ra_um in [0-7][0-7][0-7]|[0-7][0-7][0-7][0-7]) ;; *) _ra_um=$(umask) ;; esac
+umask 077
 IFS=' ' read -r _ra_id _ra_secret || _ra_refuse __BAD__ "no request"
 case $_ra_id in ''|*[!A-Za-z0-9]*) _ra_refuse __BAD__ "bad session id" ;; esac
 __SLOT__
 D=$_ra_base/s-$_ra_id
 mkdir -m 700 -- "$D" || _ra_refuse __BAD__ "session exists"
 if command -v sha256sum >/dev/null 2>&1; then
-  _ra_h=$(printf '%s' "$_ra_secret" | sha256sum); echo "sha256 ${_ra_h%% *}" >"$D/key"
+  # Through the file itself, not a command substitution (one fork fewer): until the second write
+  # it holds no "sha256 HEX" line, so an attachment in between is refused (a wrong secret).
+  printf '%s' "$_ra_secret" | sha256sum >"$D/key"; _ra_h=; read -r _ra_h _ra_v <"$D/key"
+  echo "sha256 $_ra_h" >"$D/key"
 else
   printf 'plain %s\n' "$_ra_secret" >"$D/key"
 fi
@@ -103,9 +113,12 @@ def start_script(
             f'[ -d "$_ra_base" ] || mkdir -p -m 700 -- "$_ra_base" || _ra_refuse {EXIT_NO_SLOTS} "no slot directory"',
         ]
     if check_host:
-        check = host_check_script() if host_check is None else host_check
+        check = host_check_script(verdict_only=True) if host_check is None else host_check
+        # A function run in a command substitution: its variables stay there, and no shell is
+        # started for it.
         lines += [
-            f'_ra_check=$({shell} -c {shlex.quote(check)} ra-check "$_ra_base")',
+            f"_ra_hc() {{\n{check.strip(chr(10))}\n}}",
+            '_ra_check=$(_ra_hc "$_ra_base")',
             "case $_ra_check in *verdict=refuse*)",
             f"  printf '%s %s\\n' {shlex.quote(NO_WINDOW_MARK)} \"${{_ra_check#*reason=}}\" >&2",
             f'  _ra_refuse {EXIT_NO_WINDOW} "no reattach window on this host" ;;',
