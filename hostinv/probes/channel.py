@@ -143,8 +143,13 @@ async def read_report(conn: Any, command: str, stdin: bytes, timeout_s: float) -
 
     stderr_task = asyncio.ensure_future(read_stderr())
     try:
-        process.stdin.write(stdin)
-        process.stdin.write_eof()
+        try:
+            process.stdin.write(stdin)
+            process.stdin.write_eof()
+        except BrokenPipeError:
+            # The command ended before its input was sent (a login shell that refuses commands,
+            # such as nologin): what it printed, read below, says why.
+            pass
         try:
             async with asyncio.timeout(timeout_s):
                 while True:
