@@ -6,6 +6,7 @@ the attached connection within a fifth of a second while an idle relay costs nex
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import sys
 import time
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from remote_acp.targets.ssh.relay.attach import AGENT_LINE
+from remote_acp.targets.ssh.relay.segments import AGENT_ERR_KEPT
 from tests.support.processes import wait_for
 from tests.support.relay_host import AGENT, SHELLS, Controller, session_processes, shell_env, wait_gone
 
@@ -124,4 +127,32 @@ def test_an_idle_relay_costs_next_to_no_cpu(
     c.login()
     c.end_session()
     c.finish()
+    wait_gone(c, within=5)
+
+
+def test_the_end_report_follows_the_agents_last_words_each_marked_as_its_own(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller]
+) -> None:
+    # More stderr than the relay keeps, then a line that would pass for the relay's end report
+    # were it not marked, then the agent's last words.
+    script = (
+        'i=0; while [ "$i" -lt 300 ]; do echo "line $i of the agent stderr, long enough to fill the bound" >&2; '
+        "i=$((i + 1)); done; echo 'RA-END out=0 rc=0' >&2; echo 'last words: no API key' >&2; echo out; exit 5"
+    )
+    c = Controller(*shell, base)
+    controllers.append(c)
+    c.start(["sh", "-c", script], window_s=30)
+    assert c.wait_end() == 4
+    assert c.end == b"RA-END out=4 rc=5"
+    lines = bytes(c.stderr).decode().splitlines()
+    end = lines.index("RA-END out=4 rc=5")
+    said = [line for line in lines[:end] if line.startswith(AGENT_LINE)]
+    assert said[-2:] == [f"{AGENT_LINE}RA-END out=0 rc=0", f"{AGENT_LINE}last words: no API key"]
+    # Only the last bytes, and no line the bound cut short
+    kept = said[:-2]
+    assert 40 < len(kept) < 300
+    assert all(re.fullmatch(r"agent: line \d+ of the agent stderr, long enough to fill the bound", x) for x in kept)
+    assert kept[-1] == f"{AGENT_LINE}line 299 of the agent stderr, long enough to fill the bound"
+    assert sum(len(x) - len(AGENT_LINE) + 1 for x in said) <= AGENT_ERR_KEPT
+    assert c.finish(close_input=False) == 5
     wait_gone(c, within=5)

@@ -23,7 +23,8 @@ drop it); ``E`` (close the agent's stdin); ``X`` (end the session now: the relay
 tree, and the rest of the output still comes); ``P`` (the controller is there: sent every
 :data:`PING_S` seconds, and written to ``alive``, so a connection whose link was cut without a
 word is ended by the relay, which then starts the window, however late sshd notices). At the
-end of the output, stderr gets ``RA-END out=N rc=R`` (:data:`END_MARK`) and stdout closes; once
+end of the output, stderr gets the last lines of the agent's stderr, each after
+:data:`AGENT_LINE`, then ``RA-END out=N rc=R`` (:data:`END_MARK`) and stdout closes; once
 stdin closes the exit status is the agent's. When stdin closes the attachment lets go of the
 session's lock and pokes the relay, so an ended session is removed at once.
 
@@ -39,9 +40,10 @@ from __future__ import annotations
 import shlex
 from typing import Final
 
-from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds, shipped
+from .segments import AGENT_ERR_KEPT, DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds, shipped
 
 __all__ = [
+    "AGENT_LINE",
     "ATTACHED_MARK",
     "END_MARK",
     "EXIT_ATTACHED_ELSEWHERE",
@@ -70,6 +72,8 @@ EXIT_BAD_REQUEST: Final = 94
 ATTACHED_MARK: Final = "RA-ATTACHED"
 REFUSED_MARK: Final = "RA-REFUSED"
 END_MARK: Final = "RA-END"
+AGENT_LINE: Final = "agent: "
+"""What begins each line of the agent's stderr the end report is preceded by."""
 
 _ATTACH = r"""
 _ra_refuse() { printf '%s %s\n' __REFUSED__ "$2"; exit "$1"; }
@@ -172,6 +176,13 @@ _ra_follow() {
   read -r _ra_end <"$D/out.eof"
   _ra_i=0; while [ ! -e "$D/rc" ] && [ "$_ra_i" -lt 30 ]; do sleep 0.1; _ra_i=$((_ra_i + 1)); done
   _ra_rc=; { read -r _ra_rc <"$D/rc"; } 2>/dev/null
+  # The agent's last words, each line marked as the agent's (none can pass for the end report);
+  # a first line the bound cut short is left out, as a secret in it would be half shown.
+  _ra_i=0; while [ ! -e "$D/agent.err" ] && [ "$_ra_i" -lt 10 ]; do sleep 0.1; _ra_i=$((_ra_i + 1)); done
+  if [ -s "$D/agent.err" ]; then
+    _ra_size "$D/agent.err"; _ra_skip=0; [ "$_ra_v" -ge __ERR_KEPT__ ] && _ra_skip=1
+    awk -v s="$_ra_skip" 'NR > s { print "__AGENT__" $0 }' "$D/agent.err" >&2
+  fi
   printf '%s out=%s rc=%s\n' __END__ "$_ra_end" "$_ra_rc" >&2
 }
 ( exec 8>&-; _ra_follow ) &
@@ -242,6 +253,8 @@ def attach_body(*, segment: int, bound: int) -> str:
         _ATTACH.replace("__REFUSED__", REFUSED_MARK)
         .replace("__ATTACHED__", ATTACHED_MARK)
         .replace("__END__", END_MARK)
+        .replace("__AGENT__", AGENT_LINE)
+        .replace("__ERR_KEPT__", str(AGENT_ERR_KEPT))
         .replace("__GONE__", str(EXIT_NO_SESSION))
         .replace("__SECRET__", str(EXIT_WRONG_SECRET))
         .replace("__ELSEWHERE__", str(EXIT_ATTACHED_ELSEWHERE))

@@ -18,7 +18,8 @@ and start time to ``relay.pid`` and starts, in the session directory ``D`` (see 
 * the feeder: ``i.*`` segments into the agent's stdin, each byte once. The relay itself holds the
   ``in`` FIFO read-write for as long as the feeder starts, so no open blocks and the agent sees an
   end of file only when the feeder, its last writer, ends (the controller closed its input);
-* the agent's stderr: its first MiB kept in ``agent.err``, the rest read and dropped.
+* the agent's stderr: read as it comes and dropped but for its last bytes, written to
+  ``agent.err`` once it ends (for the end report, :mod:`.attach`).
 
 Then it watches, on a tick of a second that a poke (``SIGUSR1``, see :mod:`.segments`) cuts
 short, so an idle session costs one ``sleep`` a second and an event is seen at once: an attached
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .segments import DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds
+from .segments import AGENT_ERR_KEPT, DEFAULT_BOUND, DEFAULT_SEGMENT, SEGMENT_HELPERS, check_bounds
 
 __all__ = ["relay_script"]
 
@@ -173,7 +174,8 @@ _ra_spooler=$!
   _ra_poke; exit "$_ra_x"
 ) <"$D/in" >"$D/out" 2>"$D/err" 4>&- &
 _ra_agent=$!
-( exec 4>&- 9>&-; dd bs=65536 count=16 >>"$D/agent.err" 2>/dev/null; exec cat >/dev/null ) <"$D/err" &
+( exec 4>&- 9>&-; tail -c __ERR_KEPT__ >"$D/agent.err.tmp" 2>/dev/null
+  mv "$D/agent.err.tmp" "$D/agent.err" ) <"$D/err" &
 ( exec 9>&-; _ra_feed ) </dev/null >/dev/null 2>>"$D/relay.log" &
 _ra_feeder=$!
 exec 4>&- 8>>"$D/attach.lock"
@@ -264,4 +266,4 @@ def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGM
     check_bounds(segment, bound)
     return SEGMENT_HELPERS + _RELAY.replace("__SILENT__", str(SILENT_S)).replace("__WINDOW__", str(window_s)).replace(
         "__GRACE_TENTHS__", str(10 * grace_s)
-    ).replace("__SEGMENT__", str(segment)).replace("__BOUND__", str(bound))
+    ).replace("__SEGMENT__", str(segment)).replace("__BOUND__", str(bound)).replace("__ERR_KEPT__", str(AGENT_ERR_KEPT))

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BLOCK", "DEFAULT_BOUND", "DEFAULT_SEGMENT", "SEGMENT_HELPERS", "check_bounds", "shipped"]
+__all__ = ["AGENT_ERR_KEPT", "BLOCK", "DEFAULT_BOUND", "DEFAULT_SEGMENT", "SEGMENT_HELPERS", "check_bounds", "shipped"]
 
 BLOCK: Final = 65536
 """The most one read of a pipe returns on Linux: every dd reads one block."""
@@ -59,6 +59,8 @@ DEFAULT_SEGMENT: Final = 1 << 20
 DEFAULT_BOUND: Final = 8 << 20
 """Unacknowledged output kept on the host at most (the agent's writes block beyond), and
 undelivered input kept at most (the controller's frames wait beyond)."""
+AGENT_ERR_KEPT: Final = 4096
+"""The last bytes of the agent's stderr the relay keeps, for the end report (:mod:`.attach`)."""
 
 SEGMENT_HELPERS: Final = r"""
 LC_ALL=C; export LC_ALL
