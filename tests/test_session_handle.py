@@ -3,7 +3,10 @@ untrusted until checked, its secret never listed, its window's state told from t
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import subprocess
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,6 +16,7 @@ from remote_acp.cli.attach_command import recorded_handle
 from remote_acp.cli.history import SessionHistory, SessionRecord
 from remote_acp.cli.sessions import reattach_state
 from remote_acp.session.handle import SessionHandle
+from remote_acp.targets.process.tree import process_ref
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -96,6 +100,29 @@ def test_the_listing_says_attached_detached_or_expired_without_the_secret() -> N
         assert GOOD["secret"] not in json.dumps(state)
     assert reattach_state(record(None), now=0.0) is None
     assert reattach_state(record({**GOOD, "relay_id": "../x"}), now=0.0) is None  # unreadable: not listed
+
+
+@pytest.mark.process
+def test_an_attached_session_is_told_by_whether_the_run_that_recorded_it_still_runs() -> None:
+    me = process_ref(os.getpid())
+    assert me is not None
+    held = reattach_state(dataclasses.replace(record(GOOD), run=f"{me.pid} {me.start_time}"), now=0.0)
+    assert held is not None and (held["state"], held["run_pid"]) == ("attached", me.pid)
+    assert held["says"] == f"attached to its run (pid {me.pid})"
+    # A run killed with its session kept: gone, and so is a later process given its pid
+    child = subprocess.Popen(["sleep", "60"])
+    ref = process_ref(child.pid)
+    child.kill()
+    child.wait()
+    assert ref is not None
+    for run in (f"{ref.pid} {ref.start_time}", f"{me.pid} {me.start_time + 1}"):
+        gone = reattach_state(dataclasses.replace(record(GOOD), run=run), now=0.0)
+        assert gone is not None and gone["state"] == "run_gone", run
+        assert "is gone without detaching" in gone["says"] and "remote-acp attach a1b2c3" in gone["says"]
+    # A record without the run (an older one), or with one that is not a pid and start time
+    for run in (None, "", "12", "x 1", "1 2 3", "1" * 11 + " 5", f"{me.pid} -{me.start_time}"):
+        unknown = reattach_state(dataclasses.replace(record(GOOD), run=run), now=0.0)
+        assert unknown is not None and unknown["state"] == "attached" and "run_pid" not in unknown, run
 
 
 def test_a_record_with_a_handle_round_trips_through_the_history(tmp_path: Path) -> None:

@@ -71,6 +71,9 @@ class SessionRecord:
     handle: dict[str, Any] | None = None
     """A session with a reattach window: its :class:`~remote_acp.session.handle.SessionHandle`
     (secret included: the history is private), for ``remote-acp attach``; ``None`` once it ended."""
+    run: str | None = None
+    """The run that recorded a handle while it held the session: ``"PID START"``, its process id
+    and start time (clock ticks since boot), so one that died is told from one that runs."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +96,7 @@ class SessionRecord:
         names = {f.name for f in fields(cls)}
         if not names >= obj.keys():
             return None
-        optional = {"error_kind", "created", "handle"}
+        optional = {"error_kind", "created", "handle", "run"}
         for name, value in obj.items():
             if name == "handle" and isinstance(value, dict):
                 continue  # checked whole when used (SessionHandle.from_json)

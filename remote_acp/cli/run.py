@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from ..errors import RemoteAcpError
 from ..events import TokenLowerBound, TokenUsage
 from ..session.continuation import ORIGINS
 from ..session.core import Session, open_session
+from ..targets.process.tree import process_ref
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
 from .history import HistoryError, SessionHistory, SessionRecord
 from .render import HumanRenderer, JsonRenderer
@@ -459,6 +461,12 @@ async def _finish(
     return code
 
 
+def _this_run() -> str | None:
+    """This process as a record names it (see :attr:`SessionRecord.run`)."""
+    ref = process_ref(os.getpid())
+    return None if ref is None else f"{ref.pid} {ref.start_time}"
+
+
 def _remember(request: RunRequest, final: dict[str, Any], progress: _Progress) -> None:
     """Record the session for ``sessions``, ``--resume`` and ``attach``; never fails the run (a
     warning). A session that may still be on its host (running, detached, or this process
@@ -479,6 +487,7 @@ def _remember(request: RunRequest, final: dict[str, Any], progress: _Progress) -
         obtained=final.get("obtained", "new"),
         created=created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if created is not None else None,
         handle=handle.to_json() if handle is not None else None,
+        run=_this_run() if handle is not None else None,
     )
     try:
         request.history.add(record)

@@ -3,15 +3,17 @@ continue one with ``run --resume ID``."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
-from typing import Any
+from typing import Any, Final
 
 import click
 
 from ..errors import RemoteAcpError
 from ..masking import escape_control
 from ..session.handle import SessionHandle
+from ..targets.process.tree import ProcessRef, is_running
 from .exit_codes import EXIT_BROKEN_PIPE
 from .history import HistoryError, SessionHistory, SessionRecord
 from .jsonl import json_line
@@ -19,6 +21,8 @@ from .local_files import LocalIoError, discard_stdout
 from .params import absolute_workspace, no_nul
 
 __all__ = ["inventory_destination", "reattach_state", "sessions"]
+
+_RUN: Final = re.compile(r"([0-9]{1,10}) ([0-9]{1,20})")
 
 
 def reattach_state(record: SessionRecord, now: float) -> dict[str, Any] | None:
@@ -34,10 +38,22 @@ def reattach_state(record: SessionRecord, now: float) -> dict[str, Any] | None:
     state: dict[str, Any] = {"relay_id": handle.relay_id, "window_s": handle.window_s}
     if left is None:
         # Recorded while a run held it: that run may be alive, or killed with the session kept.
-        state.update(
-            state="attached",
-            says=f"reattach window {handle.window_s} s: if its run is gone, `remote-acp attach {handle.relay_id}`",
-        )
+        run = _recorded_run(record)
+        if run is None:  # an older record, or /proc could not say
+            state.update(
+                state="attached",
+                says=f"reattach window {handle.window_s} s: if its run is gone, `remote-acp attach {handle.relay_id}`",
+            )
+        elif is_running(run):
+            state.update(state="attached", run_pid=run.pid, says=f"attached to its run (pid {run.pid})")
+        else:
+            # When it died is not known: the host's window started when its link went.
+            state.update(
+                state="run_gone",
+                run_pid=run.pid,
+                says=f"its run (pid {run.pid}) is gone without detaching: the host keeps the session for "
+                f"{handle.window_s} s after its link went; `remote-acp attach {handle.relay_id}`",
+            )
     elif left > 0:
         state.update(
             state="detached",
@@ -49,10 +65,16 @@ def reattach_state(record: SessionRecord, now: float) -> dict[str, Any] | None:
     return state
 
 
+def _recorded_run(record: SessionRecord) -> ProcessRef | None:
+    match = _RUN.fullmatch(record.run or "")
+    return None if match is None else ProcessRef(int(match[1]), int(match[2]))
+
+
 def _listed(record: SessionRecord, now: float) -> dict[str, Any]:
     """A record as ``--json`` lists it: its handle's secret never leaves the history."""
     listed = record.to_json()
     listed.pop("handle", None)
+    listed.pop("run", None)
     window = reattach_state(record, now)
     if window is not None:
         window.pop("says")

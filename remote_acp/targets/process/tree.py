@@ -28,6 +28,7 @@ __all__ = [
     "is_running",
     "marked",
     "pipe_holders",
+    "process_ref",
     "signal_refs",
 ]
 
@@ -56,6 +57,13 @@ def _stat(pid: int) -> tuple[int, int] | None:
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie is not)."""
     return _stat(pid) is not None
+
+
+def process_ref(pid: int) -> ProcessRef | None:
+    """``pid`` with its start time, to be told from a later process given the same pid; ``None``
+    when it is gone (or ``/proc`` cannot say)."""
+    stat = _stat(pid)
+    return None if stat is None else ProcessRef(pid, stat[1])
 
 
 def is_running(ref: ProcessRef) -> bool:
