@@ -111,8 +111,8 @@ def test_a_run_killed_mid_turn_is_taken_over_with_the_rest_of_its_turn(ssh_lab: 
         seen_before = run.communicate(timeout=10)[0]
     before = [e["delta"] for e in json_lines(seen_before) if e.get("type") == "notification" and e.get("delta")]
     record = next(r for r in reversed(history(env)) if isinstance(r.get("handle"), dict))
-    listed = json_lines(remote_acp(env, "sessions", "--json").stdout)[0]
-    assert listed["reattach"]["state"] == "run_gone" and listed["reattach"]["run_pid"] == run.pid, listed
+    listed = json_lines(remote_acp(env, "sessions", "--json").stdout)[0]["reattach"]
+    assert isinstance(listed, dict) and (listed["state"], listed["run_pid"]) == ("run_gone", run.pid), listed
     assert f"its run (pid {run.pid}) is gone without detaching" in remote_acp(env, "sessions").stdout
     taken = remote_acp(env, "attach", str(record["session_id"]), "--json", "after")
     assert taken.returncode == 0, taken.stderr

@@ -120,9 +120,18 @@ def test_an_attached_session_is_told_by_whether_the_run_that_recorded_it_still_r
         assert gone is not None and gone["state"] == "run_gone", run
         assert "is gone without detaching" in gone["says"] and "remote-acp attach a1b2c3" in gone["says"]
     # A record without the run (an older one), or with one that is not a pid and start time
-    for run in (None, "", "12", "x 1", "1 2 3", "1" * 11 + " 5", f"{me.pid} -{me.start_time}"):
-        unknown = reattach_state(dataclasses.replace(record(GOOD), run=run), now=0.0)
-        assert unknown is not None and unknown["state"] == "attached" and "run_pid" not in unknown, run
+    unknown_runs: tuple[str | None, ...] = (
+        None,
+        "",
+        "12",
+        "x 1",
+        "1 2 3",
+        "1" * 11 + " 5",
+        f"{me.pid} -{me.start_time}",
+    )
+    for unknown_run in unknown_runs:
+        unknown = reattach_state(dataclasses.replace(record(GOOD), run=unknown_run), now=0.0)
+        assert unknown is not None and unknown["state"] == "attached" and "run_pid" not in unknown, unknown_run
 
 
 def test_a_record_with_a_handle_round_trips_through_the_history(tmp_path: Path) -> None:
