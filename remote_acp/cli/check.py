@@ -40,7 +40,7 @@ from ..targets.ssh.settings import SshSettings
 from .exit_codes import EXIT_INTERRUPTED
 from .jsonl import json_line
 from .local_files import InventoryFileError, checked_workflow, output_gone, print_notes, read_inventory
-from .params import PATH
+from .params import PATH, reattach_window_bound
 from .placement import load_merged
 
 if TYPE_CHECKING:
@@ -117,6 +117,16 @@ def check() -> None:
     show_default=True,
     help="Reuse probe results at most this many seconds old (0: probe every host).",
 )
+@click.option(
+    "--reattach-window",
+    "reattach_window",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    callback=reattach_window_bound,
+    help="Start the handshake's session with this reattach window, as run would: a host that would not "
+    "keep a detached session (it ends what a login leaves) is not ready [worker.ssh_reattach_window_s].",
+)
 def check_host_command(
     selectors: tuple[str, ...],
     config_file: str | None,
@@ -133,6 +143,7 @@ def check_host_command(
     handshake_timeout_ms: int,
     pass_env: tuple[str, ...],
     max_age: float,
+    reattach_window: int | None,
 ) -> None:
     """Check whether the hosts SELECTORS name can run AGENT in WORKSPACE now, and why not.
 
@@ -144,8 +155,8 @@ def check_host_command(
     user@host[:port] / [v6addr]:port for a host in no inventory.
 
     With --config, a workflow file gives the agent, the hosts (its worker.ssh_hosts, when no
-    SELECTORS are given), the host key policy and the variables carried; a file with errors
-    checks nothing (exit status 2).
+    SELECTORS are given), the host key policy, the variables carried and the reattach window; a
+    file with errors checks nothing (exit status 2).
 
     Exit status: 0 every host ready; 20 some hosts not reached (unreachable, auth_failed,
     host_key_*) and the others ready; 21 some host reached is not ready; 2 usage error;
@@ -165,8 +176,12 @@ def check_host_command(
             agent = command if isinstance(command, str) else shlex.join(command)
         selectors = selectors or workflow.ssh_hosts
         host_key_policy = host_key_policy or workflow.config.worker.ssh_strict_host_key_checking
+        if reattach_window is None and not no_handshake:
+            reattach_window = workflow.config.worker.ssh_reattach_window_s
     if agent is None:
         raise click.UsageError("give the agent: --agent, or --config with a workflow file")
+    if reattach_window is not None and no_handshake:
+        raise click.UsageError("--reattach-window is checked by the handshake's start: drop --no-handshake")
     if not selectors:
         where = " (the workflow has no worker.ssh_hosts)" if workflow is not None else ""
         raise click.UsageError(f"Missing argument 'SELECTORS...'{where}.")
@@ -208,6 +223,7 @@ def check_host_command(
         connect_timeout_s=max(1, math.ceil(connect_timeout)),
         max_concurrent_starts=_PER_HOST_STARTS,
         pass_env=pass_env or (tuple(workflow.config.worker.ssh_pass_env) if workflow is not None else ()),
+        reattach_window_s=reattach_window,
     )
     request = _Request(
         hosts=hosts,

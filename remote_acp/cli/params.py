@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-__all__ = ["PATH", "absolute_workspace", "no_nul"]
+__all__ = ["PATH", "absolute_workspace", "no_nul", "reattach_window_bound"]
 
 PATH = click.Path(dir_okay=False)
 """A file option's type: a file (not a directory), given to the command as the str it was typed."""
@@ -32,3 +32,15 @@ def absolute_workspace(path: str | None) -> str:
             f"cannot resolve {what}: the current directory is unusable ({exc.strerror}); "
             "pass --workspace with an absolute path"
         ) from None
+
+
+def reattach_window_bound(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refuse a ``--reattach-window`` past the settings' bound, naming the flag."""
+    if value is None:
+        return None
+    # Here, not at the top: only a command given the flag loads the ssh settings for their bound.
+    from ..targets.ssh.settings import MAX_REATTACH_WINDOW_S
+
+    if value > MAX_REATTACH_WINDOW_S:
+        raise click.BadParameter(f"{value} is more than {MAX_REATTACH_WINDOW_S} seconds (7 days)", ctx=ctx, param=param)
+    return value

@@ -20,7 +20,7 @@ from ..targets.process.fork_server import prestart_launcher
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 from .history import HistoryError, SessionHistory
 from .local_files import LocalIoError, checked_workflow, discard_stdout
-from .params import absolute_workspace, no_nul
+from .params import absolute_workspace, no_nul, reattach_window_bound
 from .resume import resumed_where
 from .run import RunRequest, run_prompts
 
@@ -29,18 +29,6 @@ if TYPE_CHECKING:
     from ..targets.launch import LaunchTarget
 
 __all__ = ["run"]
-
-
-def _window_bound(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    """Refuse a ``--reattach-window`` past the settings' bound, naming the flag."""
-    if value is None:
-        return None
-    # Here, not at the top: only a run given the flag loads the ssh settings for their bound.
-    from ..targets.ssh.settings import MAX_REATTACH_WINDOW_S
-
-    if value > MAX_REATTACH_WINDOW_S:
-        raise click.BadParameter(f"{value} is more than {MAX_REATTACH_WINDOW_S} seconds (7 days)", ctx=ctx, param=param)
-    return value
 
 
 @click.command()
@@ -126,7 +114,7 @@ def _window_bound(ctx: click.Context, param: click.Parameter, value: int | None)
     type=click.IntRange(min=1),
     default=None,
     metavar="SECONDS",
-    callback=_window_bound,
+    callback=reattach_window_bound,
     help="Over ssh: the host keeps the agent running for up to SECONDS (at most 7 days) while the link is "
     "down, and the run reconnects [worker.ssh_reattach_window_s, else none: the agent ends with its link].",
 )

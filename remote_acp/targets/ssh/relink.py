@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError
+from ...masking import escape_control
 from ..launch import Ready
 from ..process.agent import PipeClosed
+from .relay.host_check import NO_WINDOW_MARK
 from .relay.link import refusal_error
+from .relay.start import EXIT_NO_WINDOW
 
 if TYPE_CHECKING:
     from ..launch import LaunchSpec
@@ -50,6 +53,8 @@ END_WAIT_S: Final = 2.0
 DETACH_WAIT_S: Final = 2.0
 """How long a detaching controller's ssh gets to carry its last acknowledgement to the host."""
 _END_LINE: Final = re.compile(rb"RA-END out=(\d+) rc=(\d*)\Z")
+REASON_MAX: Final = 400
+"""A host's words on why it refused are shown up to this many characters."""
 MAX_ATTEMPTS: Final = 4
 """Reconnect attempts in flight at once at most (the oldest is ended for a new one)."""
 
@@ -129,11 +134,16 @@ def protocol_error(message: str) -> RemoteAcpError:
 
 
 async def refusal(proc: AgentProcess, line: bytes, relink: Relink, *, start: bool) -> RemoteAcpError:
-    """The error for the relay's refusal ``line``, with the reason its exit status gives."""
+    """The error for the relay's refusal ``line``, with the reason its exit status gives (and, for
+    a host that keeps no window, the host check's own words: what it found, and the fix)."""
     with anyio.move_on_after(END_WAIT_S):
         await proc.exited.wait()
     code = proc.exit_status.code if proc.exit_status is not None else None
-    return refusal_error(code, host_text(line), host=relink.host, start=start)
+    said = ""
+    if start and code == EXIT_NO_WINDOW:
+        lines = [text for text in proc.stderr_tail.lines() if text.startswith(NO_WINDOW_MARK)]
+        said = escape_control(lines[-1].removeprefix(NO_WINDOW_MARK).strip()[:REASON_MAX]) if lines else ""
+    return refusal_error(code, host_text(line), host=relink.host, start=start, reason=said)
 
 
 def window_over(relink: Relink, *, closing: bool) -> RemoteAcpError:

@@ -241,10 +241,11 @@ _START_REFUSALS: Final[dict[int, tuple[Cause, str]]] = {
 
 
 def refusal_error(
-    exit_status: int | None, text: str, *, host: str | None = None, start: bool = False
+    exit_status: int | None, text: str, *, host: str | None = None, start: bool = False, reason: str = ""
 ) -> RemoteAcpError:
     """The error for an attach step (or, with ``start``, a start step) that ended with
-    ``exit_status`` and printed ``text`` (its refusal line, masked by the caller)."""
+    ``exit_status`` and printed ``text`` (its refusal line, masked by the caller); ``reason``: what
+    the host said of why, when it did (a start refused for want of a window), shown after the message."""
     table = _START_REFUSALS if start else _ATTACH_REFUSALS
     known = table.get(exit_status) if exit_status is not None else None
     facts = ErrorFacts(host=host, exit_status=exit_status)
@@ -253,4 +254,6 @@ def refusal_error(
             ErrorKind.PORT_EXIT, "the link to the detached session failed", detail=text.strip(), facts=facts
         )
     cause, message = known
+    if reason:
+        message = f"{message} ({reason})"
     return RemoteAcpError(ErrorKind.PORT_EXIT, message, detail=text.strip(), cause=cause, facts=facts)
