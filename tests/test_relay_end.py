@@ -156,3 +156,41 @@ def test_the_end_report_follows_the_agents_last_words_each_marked_as_its_own(
     assert sum(len(x) - len(AGENT_LINE) + 1 for x in said) <= AGENT_ERR_KEPT
     assert c.finish(close_input=False) == 5
     wait_gone(c, within=5)
+
+
+@pytest.mark.parametrize("lines", [64, 65])
+def test_the_agents_last_words_keep_every_whole_line_that_fits(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller], lines: int
+) -> None:
+    # Lines of 64 bytes: 64 of them are exactly the bytes kept, and with one more the kept bytes
+    # start right after a newline. Either way the last 64 lines come, each whole.
+    assert AGENT_ERR_KEPT == 64 * 64
+    script = (
+        f'i=100; while [ "$i" -lt {100 + lines} ]; do printf "line %s %s\\n" "$i" "{"x" * 54}" >&2; '
+        "i=$((i + 1)); done; exit 7"
+    )
+    c = Controller(*shell, base)
+    controllers.append(c)
+    c.start(["sh", "-c", script], window_s=30)
+    c.wait_end()
+    said = [x for x in bytes(c.stderr).decode().splitlines() if x.startswith(AGENT_LINE)]
+    first = 100 + lines - 64
+    assert said == [f"{AGENT_LINE}line {i} {'x' * 54}" for i in range(first, 100 + lines)]
+    assert c.finish(close_input=False) == 7
+    wait_gone(c, within=5)
+
+
+def test_the_last_words_of_an_agent_whose_child_holds_its_stderr_come_once_the_relay_ends_the_child(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller]
+) -> None:
+    # The child ignores TERM: the relay kills it after its grace (1 s here), and only then does
+    # the agent's stderr end.
+    script = "(trap '' TERM; exec sleep 30) >/dev/null & echo 'Error: boom' >&2; exit 3"
+    c = Controller(*shell, base)
+    controllers.append(c)
+    c.start(["sh", "-c", script], window_s=30)
+    c.wait_end(within=15)
+    assert f"{AGENT_LINE}Error: boom" in bytes(c.stderr).decode().splitlines()
+    assert c.end is not None and c.end.endswith(b"rc=3")
+    assert c.finish(close_input=False) == 3
+    wait_gone(c, within=5)

@@ -16,7 +16,7 @@ from remote_acp.cli.attach_command import recorded_handle
 from remote_acp.cli.history import SessionHistory, SessionRecord
 from remote_acp.cli.sessions import reattach_state
 from remote_acp.session.handle import SessionHandle
-from remote_acp.targets.process.tree import process_ref
+from remote_acp.targets.process.tree import boot_id, process_ref
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -104,9 +104,9 @@ def test_the_listing_says_attached_detached_or_expired_without_the_secret() -> N
 
 @pytest.mark.process
 def test_an_attached_session_is_told_by_whether_the_run_that_recorded_it_still_runs() -> None:
-    me = process_ref(os.getpid())
-    assert me is not None
-    held = reattach_state(dataclasses.replace(record(GOOD), run=f"{me.pid} {me.start_time}"), now=0.0)
+    me, boot = process_ref(os.getpid()), boot_id()
+    assert me is not None and boot is not None
+    held = reattach_state(dataclasses.replace(record(GOOD), run=f"{me.pid} {me.start_time} {boot}"), now=0.0)
     assert held is not None and (held["state"], held["run_pid"]) == ("attached", me.pid)
     assert held["says"] == f"attached to its run (pid {me.pid})"
     # A run killed with its session kept: gone, and so is a later process given its pid
@@ -115,19 +115,23 @@ def test_an_attached_session_is_told_by_whether_the_run_that_recorded_it_still_r
     child.kill()
     child.wait()
     assert ref is not None
-    for run in (f"{ref.pid} {ref.start_time}", f"{me.pid} {me.start_time + 1}"):
+    for run in (f"{ref.pid} {ref.start_time} {boot}", f"{me.pid} {me.start_time + 1} {boot}"):
         gone = reattach_state(dataclasses.replace(record(GOOD), run=run), now=0.0)
         assert gone is not None and gone["state"] == "run_gone", run
         assert "is gone without detaching" in gone["says"] and "remote-acp attach a1b2c3" in gone["says"]
-    # A record without the run (an older one), or with one that is not a pid and start time
+    # A record without the run (an older one), or with one that is not a pid, start time and boot
     unknown_runs: tuple[str | None, ...] = (
         None,
         "",
         "12",
         "x 1",
         "1 2 3",
-        "1" * 11 + " 5",
-        f"{me.pid} -{me.start_time}",
+        "1" * 11 + " 5 " + boot,
+        f"{me.pid} -{me.start_time} {boot}",
+        # this very process, named without its boot, or with another one: another machine's
+        # process, or one from before a reboot, cannot be told from here
+        f"{me.pid} {me.start_time}",
+        f"{me.pid} {me.start_time} 0123-other-boot",
     )
     for unknown_run in unknown_runs:
         unknown = reattach_state(dataclasses.replace(record(GOOD), run=unknown_run), now=0.0)

@@ -138,6 +138,13 @@ def test_a_restricted_shell_is_permanent() -> None:
     assert "(rbash: line 1: exec: restricted)" in error.message
 
 
+def test_an_agent_that_says_restricted_after_the_ready_marker_is_not_taken_for_a_restricted_shell() -> None:
+    # The session's command ran (the marker came): a line of the agent's is not the login's.
+    for line in ("Error: API access restricted for this key", "agent: Error: API access restricted"):
+        error = read(1, f"{LOGIN} | {line} | {TRANSFER}", ready=True)
+        assert error is None or error.cause is not Cause.LOGIN_REFUSED, error
+
+
 def test_a_login_that_ran_no_command_is_permanent() -> None:
     # /bin/false: status 1, nothing said, nothing written.
     error = read(1, f"{LOGIN} | {TRANSFER}")

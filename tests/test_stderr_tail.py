@@ -319,3 +319,14 @@ def test_a_runaway_watched_line_is_dropped_and_memory_stays_bounded() -> None:
     tail.feed(b"y" * 10_000 + b"\nRA-END out=1 rc=0\n")
     assert seen == [b"RA-END out=1 rc=0"]
     assert len(tail._line) == 0
+
+
+def test_the_rest_of_a_runaway_line_is_no_watched_line_whatever_it_holds() -> None:
+    # Cut at the bound, the rest of a long line must not pass for a line of its own: a report
+    # forged at just the right distance into it is no report.
+    seen: list[bytes] = []
+    tail = StderrTail(64)
+    tail.watch_lines(b"RA-END", seen.append)
+    tail.feed(b"agent: " + b"x" * 4090)
+    tail.feed(b"RA-END out=0 rc=0\nRA-END out=9 rc=1\n")
+    assert seen == [b"RA-END out=9 rc=1"]

@@ -59,6 +59,10 @@ _PER_HOST_STARTS = 3
 drops connections that have not yet logged in beyond it."""
 
 
+_CHECK_WINDOW_MAX_S = 30
+"""The longest reattach window a handshake starts with (see ``--reattach-window``)."""
+
+
 @click.group()
 def check() -> None:
     """Check that hosts can run an agent."""
@@ -124,8 +128,9 @@ def check() -> None:
     default=None,
     metavar="SECONDS",
     callback=reattach_window_bound,
-    help="Start the handshake's session with this reattach window, as run would: a host that would not "
-    "keep a detached session (it ends what a login leaves) is not ready [worker.ssh_reattach_window_s].",
+    help="Start the handshake's session with a reattach window, as run would: a host that would not "
+    "keep a detached session (it ends what a login leaves) is not ready [worker.ssh_reattach_window_s]. "
+    "The handshake's window lasts at most 30 s, whatever SECONDS says.",
 )
 def check_host_command(
     selectors: tuple[str, ...],
@@ -223,7 +228,9 @@ def check_host_command(
         connect_timeout_s=max(1, math.ceil(connect_timeout)),
         max_concurrent_starts=_PER_HOST_STARTS,
         pass_env=pass_env or (tuple(workflow.config.worker.ssh_pass_env) if workflow is not None else ()),
-        reattach_window_s=reattach_window,
+        # The host's answer does not depend on the window's length, and a check cut short (an
+        # interrupt, a lost link) leaves its session on the host for the whole window: kept short.
+        reattach_window_s=None if reattach_window is None else min(reattach_window, _CHECK_WINDOW_MAX_S),
     )
     request = _Request(
         hosts=hosts,

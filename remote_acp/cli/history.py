@@ -72,8 +72,9 @@ class SessionRecord:
     """A session with a reattach window: its :class:`~remote_acp.session.handle.SessionHandle`
     (secret included: the history is private), for ``remote-acp attach``; ``None`` once it ended."""
     run: str | None = None
-    """The run that recorded a handle while it held the session: ``"PID START"``, its process id
-    and start time (clock ticks since boot), so one that died is told from one that runs."""
+    """The run that recorded a handle while it held the session: ``"PID START BOOT"``, its process
+    id, start time (clock ticks since boot) and the machine's boot id, so one that died is told
+    from one that runs (and one on another machine or before a reboot from either)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -30,7 +30,7 @@ from ..errors import RemoteAcpError
 from ..events import TokenLowerBound, TokenUsage
 from ..session.continuation import ORIGINS
 from ..session.core import Session, open_session
-from ..targets.process.tree import process_ref
+from ..targets.process.tree import boot_id, process_ref
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_LOCAL_IO, EXIT_OK, exit_code_for
 from .history import HistoryError, SessionHistory, SessionRecord
 from .render import HumanRenderer, JsonRenderer
@@ -463,8 +463,8 @@ async def _finish(
 
 def _this_run() -> str | None:
     """This process as a record names it (see :attr:`SessionRecord.run`)."""
-    ref = process_ref(os.getpid())
-    return None if ref is None else f"{ref.pid} {ref.start_time}"
+    ref, boot = process_ref(os.getpid()), boot_id()
+    return None if ref is None or boot is None else f"{ref.pid} {ref.start_time} {boot}"
 
 
 def _remember(request: RunRequest, final: dict[str, Any], progress: _Progress) -> None:

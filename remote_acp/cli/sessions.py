@@ -13,7 +13,7 @@ import click
 from ..errors import RemoteAcpError
 from ..masking import escape_control
 from ..session.handle import SessionHandle
-from ..targets.process.tree import ProcessRef, is_running
+from ..targets.process.tree import ProcessRef, boot_id, is_running
 from .exit_codes import EXIT_BROKEN_PIPE
 from .history import HistoryError, SessionHistory, SessionRecord
 from .jsonl import json_line
@@ -22,7 +22,7 @@ from .params import absolute_workspace, no_nul
 
 __all__ = ["inventory_destination", "reattach_state", "sessions"]
 
-_RUN: Final = re.compile(r"([0-9]{1,10}) ([0-9]{1,20})")
+_RUN: Final = re.compile(r"([0-9]{1,10}) ([0-9]{1,20}) ([0-9a-f-]{1,64})")
 
 
 def reattach_state(record: SessionRecord, now: float) -> dict[str, Any] | None:
@@ -66,8 +66,12 @@ def reattach_state(record: SessionRecord, now: float) -> dict[str, Any] | None:
 
 
 def _recorded_run(record: SessionRecord) -> ProcessRef | None:
+    """The run a record names, when it ran on this machine since its last boot (else it cannot
+    be told whether it runs: ``None``)."""
     match = _RUN.fullmatch(record.run or "")
-    return None if match is None else ProcessRef(int(match[1]), int(match[2]))
+    if match is None or match[3] != boot_id():
+        return None
+    return ProcessRef(int(match[1]), int(match[2]))
 
 
 def _listed(record: SessionRecord, now: float) -> dict[str, Any]:

@@ -54,6 +54,7 @@ class StderrTail:
         self._chatter = chatter
         self._watch: tuple[bytes, Callable[[bytes], None]] | None = None
         self._line = bytearray()  # the watched stream's line in progress, bounded
+        self._runaway = False  # the line in progress outgrew the bound: its rest is no report either
 
     @property
     def total_bytes(self) -> int:
@@ -79,11 +80,13 @@ class StderrTail:
         line = self._line
         line += data
         while (end := line.find(b"\n")) >= 0:
-            if line.startswith(prefix):
+            if line.startswith(prefix) and not self._runaway:
                 callback(bytes(line[:end]))
+            self._runaway = False
             del line[: end + 1]
-        if len(line) > _WATCHED_LINE_MAX:  # a runaway line cannot be a report: drop it
+        if len(line) > _WATCHED_LINE_MAX:  # a runaway line cannot be a report: dropped to its end
             del line[:]
+            self._runaway = True
 
     def _trim(self) -> None:
         drop = len(self._buf) - self._limit

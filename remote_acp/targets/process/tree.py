@@ -22,6 +22,7 @@ from dataclasses import dataclass
 __all__ = [
     "ProcessRef",
     "alive",
+    "boot_id",
     "carries",
     "descendants",
     "has_ancestor",
@@ -57,6 +58,17 @@ def _stat(pid: int) -> tuple[int, int] | None:
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie is not)."""
     return _stat(pid) is not None
+
+
+def boot_id() -> str | None:
+    """This boot of this machine's kernel, as it names it: a start time counts from the boot, so a
+    process remembered elsewhere or before a reboot is told by it. ``None`` when it cannot say."""
+    try:
+        with open(f"{_PROC}/sys/kernel/random/boot_id", encoding="ascii") as f:
+            text = f.read(64).strip()
+    except (OSError, ValueError):
+        return None
+    return text or None
 
 
 def process_ref(pid: int) -> ProcessRef | None:

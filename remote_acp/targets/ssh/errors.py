@@ -176,7 +176,8 @@ def ssh_exit_error(
         return _connection_error(label, reason, stderr, facts)
     if not logged_in:
         return None
-    if "restricted" in reason and code == 1:
+    # (once the ready marker came, the session's command ran: its words are the agent's, not the shell's)
+    if "restricted" in reason and code == 1 and ready is not True:
         return error(
             ErrorKind.PORT_EXIT,
             Cause.LOGIN_REFUSED,

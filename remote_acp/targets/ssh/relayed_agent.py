@@ -107,7 +107,7 @@ class RelayedAgent:
 
     @property
     def stderr_tail(self) -> StderrTail:
-        """The current ssh's stderr: the agent's own stays on the host."""
+        """The current ssh's stderr (the agent's own comes at the session's end, its last lines)."""
         return self._proc.stderr_tail
 
     @property
@@ -325,7 +325,7 @@ class RelayedAgent:
         with anyio.CancelScope() as self._reconnecting:
             async with anyio.create_task_group() as attempts:
                 # HEADER: an attempt is through its login and waits for the relay's answer (which
-                # may first end a stale attachment): no new one meanwhile, and it is not cut short.
+                # may first end a stale attachment): no new one meanwhile; only the window ends it.
                 while not self._closing and self._phase in (Phase.DOWN, Phase.HEADER):
                     now = time.monotonic()
                     if now >= deadline:
@@ -337,7 +337,7 @@ class RelayedAgent:
                         scope = anyio.CancelScope(deadline=anyio.current_time() + bound)
                         pending.append(scope)
                         attempts.start_soon(self._attempt, scope)
-                    with anyio.move_on_after(next_attempt_in(now - down_at)):
+                    with anyio.move_on_after(min(next_attempt_in(now - down_at), deadline - now)):
                         await self._settled.wait()
                     self._settled = anyio.Event()
                 attempts.cancel_scope.cancel()
@@ -380,7 +380,7 @@ class RelayedAgent:
         finally:
             if proc is not self._proc or self._phase is not Phase.LIVE:
                 await retire(proc)
-            if self._phase is not Phase.DOWN:  # a failed attempt waits for the next on the schedule
+            if rest is not None or self._phase is not Phase.DOWN:  # a failed login waits for the schedule
                 self._settled.set()
 
     async def _attach(self, proc: AgentProcess, data: bytes) -> None:

@@ -142,7 +142,7 @@ async def refusal(proc: AgentProcess, line: bytes, relink: Relink, *, start: boo
     said = ""
     if start and code == EXIT_NO_WINDOW:
         lines = [text for text in proc.stderr_tail.lines() if text.startswith(NO_WINDOW_MARK)]
-        said = escape_control(lines[-1].removeprefix(NO_WINDOW_MARK).strip()[:REASON_MAX]) if lines else ""
+        said = escape_control(lines[-1].removeprefix(NO_WINDOW_MARK).strip().strip('"')[:REASON_MAX]) if lines else ""
     return refusal_error(code, host_text(line), host=relink.host, start=start, reason=said)
 
 

@@ -176,11 +176,15 @@ _ra_follow() {
   read -r _ra_end <"$D/out.eof"
   _ra_i=0; while [ ! -e "$D/rc" ] && [ "$_ra_i" -lt 30 ]; do sleep 0.1; _ra_i=$((_ra_i + 1)); done
   _ra_rc=; { read -r _ra_rc <"$D/rc"; } 2>/dev/null
-  # The agent's last words, each line marked as the agent's (none can pass for the end report);
-  # a first line the bound cut short is left out, as a secret in it would be half shown.
-  _ra_i=0; while [ ! -e "$D/agent.err" ] && [ "$_ra_i" -lt 10 ]; do sleep 0.1; _ra_i=$((_ra_i + 1)); done
+  # The agent's last words, each line marked as the agent's (none can pass for the end report).
+  # The relay keeps one byte more than it shows: when it kept them all, the first line is cut
+  # short (left out: a secret in it would be half shown) or is only that byte's newline.
+  # They are there once the agent's stderr ends: waited for a moment after a clean exit, longer
+  # after a failure (until the relay's grace ends a child that holds it, at most).
+  _ra_i=0 _ra_w=10; [ "$_ra_rc" = 0 ] || _ra_w=200
+  while [ ! -e "$D/agent.err" ] && [ "$_ra_i" -lt "$_ra_w" ]; do sleep 0.02; _ra_i=$((_ra_i + 1)); done
   if [ -s "$D/agent.err" ]; then
-    _ra_size "$D/agent.err"; _ra_skip=0; [ "$_ra_v" -ge __ERR_KEPT__ ] && _ra_skip=1
+    _ra_size "$D/agent.err"; _ra_skip=0; [ "$_ra_v" -gt __ERR_KEPT__ ] && _ra_skip=1
     awk -v s="$_ra_skip" 'NR > s { print "__AGENT__" $0 }' "$D/agent.err" >&2
   fi
   printf '%s out=%s rc=%s\n' __END__ "$_ra_end" "$_ra_rc" >&2

@@ -174,7 +174,7 @@ _ra_spooler=$!
   _ra_poke; exit "$_ra_x"
 ) <"$D/in" >"$D/out" 2>"$D/err" 4>&- &
 _ra_agent=$!
-( exec 4>&- 9>&-; tail -c __ERR_KEPT__ >"$D/agent.err.tmp" 2>/dev/null
+( exec 4>&- 9>&-; tail -c __ERR_READ__ >"$D/agent.err.tmp" 2>/dev/null
   mv "$D/agent.err.tmp" "$D/agent.err" ) <"$D/err" &
 ( exec 9>&-; _ra_feed ) </dev/null >/dev/null 2>>"$D/relay.log" &
 _ra_feeder=$!
@@ -264,6 +264,15 @@ def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGM
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an integer of at least 1")
     check_bounds(segment, bound)
-    return SEGMENT_HELPERS + _RELAY.replace("__SILENT__", str(SILENT_S)).replace("__WINDOW__", str(window_s)).replace(
-        "__GRACE_TENTHS__", str(10 * grace_s)
-    ).replace("__SEGMENT__", str(segment)).replace("__BOUND__", str(bound)).replace("__ERR_KEPT__", str(AGENT_ERR_KEPT))
+    values = {
+        "__SILENT__": str(SILENT_S),
+        "__WINDOW__": str(window_s),
+        "__GRACE_TENTHS__": str(10 * grace_s),
+        "__SEGMENT__": str(segment),
+        "__BOUND__": str(bound),
+        "__ERR_READ__": str(AGENT_ERR_KEPT + 1),  # one byte more than shown: see the attach step
+    }
+    text = _RELAY
+    for name, replacement in values.items():
+        text = text.replace(name, replacement)
+    return SEGMENT_HELPERS + text
