@@ -179,10 +179,14 @@ _ra_follow() {
   # The agent's last words, each line marked as the agent's (none can pass for the end report).
   # The relay keeps one byte more than it shows: when it kept them all, the first line is cut
   # short (left out: a secret in it would be half shown) or is only that byte's newline.
-  # They are there once the agent's stderr ends: waited for a moment after a clean exit, longer
-  # after a failure (until the relay's grace ends a child that holds it, at most).
-  _ra_i=0 _ra_w=10; [ "$_ra_rc" = 0 ] || _ra_w=200
-  while [ ! -e "$D/agent.err" ] && [ "$_ra_i" -lt "$_ra_w" ]; do sleep 0.02; _ra_i=$((_ra_i + 1)); done
+  # They are there once the agent's stderr ends: at the latest once the relay has ended what the
+  # agent left behind ("tree.gone"), and a moment more for them to be written; a holder the
+  # relay could not find is not waited for past that (nor anything past 15 s).
+  _ra_i=0 _ra_last=750
+  while [ ! -e "$D/agent.err" ] && [ "$_ra_i" -lt "$_ra_last" ]; do
+    [ "$_ra_last" = 750 ] && [ -e "$D/tree.gone" ] && _ra_last=$((_ra_i + 25))
+    sleep 0.02; _ra_i=$((_ra_i + 1))
+  done
   if [ -s "$D/agent.err" ]; then
     _ra_size "$D/agent.err"; _ra_skip=0; [ "$_ra_v" -gt __ERR_KEPT__ ] && _ra_skip=1
     awk -v s="$_ra_skip" 'NR > s { print "__AGENT__" $0 }' "$D/agent.err" >&2

@@ -229,6 +229,7 @@ while :; do
       wait "$_ra_agent"; _ra_rc=$?
       [ -e "$D/rc" ] || { echo "$_ra_rc" >"$D/rc.tmp" && mv "$D/rc.tmp" "$D/rc"; }
       _ra_agent=0; _ra_kill_tree  # what the agent left behind
+      : >"$D/tree.gone"           # so its stderr has ended (but for a holder we could not find)
       exec 9>&-                   # the slot is free while the controller drains the output
     fi
   fi
