@@ -40,7 +40,7 @@ from ..targets.ssh.settings import SshSettings
 from .exit_codes import EXIT_INTERRUPTED
 from .jsonl import json_line
 from .local_files import InventoryFileError, checked_workflow, output_gone, print_notes, read_inventory
-from .params import PATH, reattach_window_bound
+from .params import PATH, reattach_window_option
 from .placement import load_merged
 
 if TYPE_CHECKING:
@@ -121,16 +121,10 @@ def check() -> None:
     show_default=True,
     help="Reuse probe results at most this many seconds old (0: probe every host).",
 )
-@click.option(
-    "--reattach-window",
-    "reattach_window",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="SECONDS",
-    callback=reattach_window_bound,
-    help="Start the handshake's session with a reattach window, as run would: a host that would not "
+@reattach_window_option(
+    "Start the handshake's session with a reattach window, as run would: a host that would not "
     "keep a detached session (it ends what a login leaves) is not ready [worker.ssh_reattach_window_s]. "
-    "The handshake's window lasts at most 30 s, whatever SECONDS says.",
+    "The handshake's window lasts at most 30 s, whatever SECONDS says."
 )
 def check_host_command(
     selectors: tuple[str, ...],

@@ -1,14 +1,19 @@
 """What the command's options take: file paths as text, values without NUL bytes, a workspace
-made absolute."""
+made absolute, a reattach window within its bound."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-__all__ = ["PATH", "absolute_workspace", "no_nul", "reattach_window_bound"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["PATH", "absolute_workspace", "no_nul", "reattach_window_option"]
+
+FC = TypeVar("FC", bound="Callable[..., Any] | click.Command")
 
 PATH = click.Path(dir_okay=False)
 """A file option's type: a file (not a directory), given to the command as the str it was typed."""
@@ -34,7 +39,20 @@ def absolute_workspace(path: str | None) -> str:
         ) from None
 
 
-def reattach_window_bound(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+def reattach_window_option(help_text: str) -> Callable[[FC], FC]:
+    """``--reattach-window SECONDS`` (into ``reattach_window``), 1 s to the settings' bound."""
+    return click.option(
+        "--reattach-window",
+        "reattach_window",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="SECONDS",
+        callback=_reattach_window_bound,
+        help=help_text,
+    )
+
+
+def _reattach_window_bound(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     """Refuse a ``--reattach-window`` past the settings' bound, naming the flag."""
     if value is None:
         return None

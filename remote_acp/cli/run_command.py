@@ -20,7 +20,7 @@ from ..targets.process.fork_server import prestart_launcher
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_LOCAL_IO
 from .history import HistoryError, SessionHistory
 from .local_files import LocalIoError, checked_workflow, discard_stdout
-from .params import absolute_workspace, no_nul, reattach_window_bound
+from .params import absolute_workspace, no_nul, reattach_window_option
 from .resume import resumed_where
 from .run import RunRequest, run_prompts
 
@@ -108,15 +108,9 @@ __all__ = ["run"]
     callback=no_nul,
     help="Carry this environment variable to the agent over stdin (never on argv). Repeatable.",
 )
-@click.option(
-    "--reattach-window",
-    "reattach_window",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="SECONDS",
-    callback=reattach_window_bound,
-    help="Over ssh: the host keeps the agent running for up to SECONDS (at most 7 days) while the link is "
-    "down, and the run reconnects [worker.ssh_reattach_window_s, else none: the agent ends with its link].",
+@reattach_window_option(
+    "Over ssh: the host keeps the agent running for up to SECONDS (at most 7 days) while the link is "
+    "down, and the run reconnects [worker.ssh_reattach_window_s, else none: the agent ends with its link]."
 )
 @click.option(
     "--detach",
