@@ -145,13 +145,15 @@ _ra_targets() {
   [ -n "$_ra_ag$_ra_mk" ] || return 0
   _ra_tree $_ra_ag $_ra_mk | awk -v a="$_ra_ag" '$1 != a && !seen[$1]++ { print $1 } END { if (a != "") print a }'
 }
+# The grace is counted on the clock, not in rounds: a scan of /proc on a busy host takes a while.
 _ra_kill_tree() {
   _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
   kill -TERM $_ra_set 2>/dev/null
-  _ra_i=0
-  while [ "$_ra_i" -lt __GRACE_TENTHS__ ]; do
-    sleep 0.1; _ra_i=$((_ra_i + 1))
+  _ra_now; _ra_until=$((_ra_t + __GRACE_TENTHS__ * 10))
+  while :; do
+    sleep 0.1
     _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
+    _ra_now; [ "$_ra_t" -lt "$_ra_until" ] || break
   done
   kill -KILL $_ra_set 2>/dev/null
 }
@@ -226,8 +228,15 @@ while :; do
     fi
     _ra_stat "$_ra_agent"
     if [ "$_ra_pp" != $$ ] || [ "$_ra_state" = Z ]; then
-      wait "$_ra_agent"; _ra_rc=$?
-      [ -e "$D/rc" ] || { echo "$_ra_rc" >"$D/rc.tmp" && mv "$D/rc.tmp" "$D/rc"; }
+      # Its status, as its subshell recorded it. Not from "wait" once the shell has reaped it:
+      # bash 5.2 loses the status of a child reaped while a trapped signal cut a "wait" short,
+      # and a later "wait" for it blocks until another child ends. Only a subshell killed before
+      # it could record (SIGKILL after the grace) has none: a zombie is waited for, else 137.
+      { read -r _ra_rc <"$D/rc"; } 2>/dev/null
+      case $_ra_rc in ''|*[!0-9]*)
+        if [ "$_ra_state" = Z ]; then wait "$_ra_agent"; _ra_rc=$?; else _ra_rc=137; fi
+        echo "$_ra_rc" >"$D/rc.tmp" && mv "$D/rc.tmp" "$D/rc" ;;
+      esac
       _ra_agent=0; _ra_kill_tree  # what the agent left behind
       : >"$D/tree.gone"           # so its stderr has ended (but for a holder we could not find)
       exec 9>&-                   # the slot is free while the controller drains the output
