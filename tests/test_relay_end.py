@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -194,3 +195,25 @@ def test_the_last_words_of_an_agent_whose_child_holds_its_stderr_come_once_the_r
     assert c.end is not None and c.end.endswith(b"rc=3")
     assert c.finish(close_input=False) == 3
     wait_gone(c, within=5)
+
+
+def test_a_stderr_holder_that_escaped_the_tree_costs_the_last_words_not_the_end(
+    shell: tuple[list[str], dict[str, str]], base: Path, controllers: list[Controller], tmp_path: Path
+) -> None:
+    # A daemon in a session of its own, its environment scrubbed (no mark): the relay cannot find
+    # it, and it holds the agent's stderr open long after the agent ended.
+    pid_file = tmp_path / "escapee.pid"
+    escape = f"setsid env -i sh -c 'echo $$ >{pid_file}; exec sleep 60' >/dev/null &"
+    c = Controller(*shell, base)
+    controllers.append(c)
+    try:
+        c.start(["sh", "-c", f"{escape} echo 'Error: boom' >&2; exit 3"], window_s=30)
+        started = time.monotonic()
+        c.wait_end(within=15)
+        assert time.monotonic() - started < 8, "the end waited for the escaped holder"
+        assert c.end is not None and c.end.endswith(b"rc=3")
+        assert c.finish(close_input=False) == 3
+    finally:
+        wait_for(pid_file.exists, "the escapee's pid", within=5)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    wait_gone(c, within=5)  # (the escapee held the agent's slot, as any process of the agent's does)
