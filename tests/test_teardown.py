@@ -6,6 +6,7 @@ agent started is still alive, including children that left its process group.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -18,12 +19,21 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from remote_acp import ErrorKind, open_session
+from remote_acp import ErrorKind, LocalTarget, RemoteAcpError, open_session
+from remote_acp.errors import Cause
+from remote_acp.session.core import Session, _started
+from remote_acp.targets.process.agent import AgentProcess
 from tests.support.agents import fast_options, give_up_on_turn, scripted, wait_until
 from tests.support.orphans import alive
 
 if TYPE_CHECKING:
+    import contextlib
+    from collections.abc import Sequence
     from pathlib import Path
+
+    from remote_acp.targets.agent_end import AgentEnd
+    from remote_acp.targets.exit_status import ExitStatus
+    from remote_acp.targets.launch import LaunchSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -193,6 +203,74 @@ async def test_cancelled_start_still_reaps_the_agent(workspace: str, tmp_path: P
             pass
     assert scope.cancelled_caught
     assert not alive(int(pid_file.read_text()))
+
+
+@dataclasses.dataclass(frozen=True)
+class SlowStart:
+    """The local target, with an agent start that takes a second, shielded as every start is:
+    what a start on a loaded machine looks like to a caller cancelled meanwhile."""
+
+    inner: LocalTarget = dataclasses.field(default_factory=LocalTarget)
+    pids: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.inner.label
+
+    @property
+    def remote(self) -> bool:
+        return False
+
+    async def prepare(self, command: str | Sequence[str], workspace: str) -> LaunchSpec:
+        return dataclasses.replace(await self.inner.prepare(command, workspace), starter=self._start)
+
+    def start_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.inner.start_slot()
+
+    def exit_error(self, status: ExitStatus, *, agent_wrote: bool, stderr: str, ready: bool | None = None) -> None:
+        return None
+
+    async def _start(self, spec: LaunchSpec, *, stderr_tail_bytes: int) -> AgentEnd:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(1)
+            started = await AgentProcess.start(spec, stderr_tail_bytes=stderr_tail_bytes)
+        self.pids.append(started.pid)
+        return started
+
+
+async def test_a_start_that_ends_after_its_caller_was_cancelled_still_reaps_the_agent(workspace: str) -> None:
+    # The session's guard closes it while the agent is still starting; the start then ends, and
+    # its agent must not be left running with the session's tasks waiting on it forever.
+    target = SlowStart()
+    options = fast_options(scripted("--never-answer", "initialize"))
+    with anyio.fail_after(10), anyio.move_on_after(0.3) as scope:
+        async with open_session(workspace, options, target=target):
+            pass
+    assert scope.cancelled_caught
+    (pid,) = target.pids
+    assert not alive(pid)
+
+
+async def test_a_session_closed_from_another_task_while_its_agent_starts_fails_the_start(workspace: str) -> None:
+    # Not through the public entry points (they hand the session over only once it started):
+    # a pool or a scheduler holding the session object closes it while its agent starts.
+    target = SlowStart()
+    session = Session(target, workspace, fast_options(scripted("--never-answer", "initialize")))
+
+    async def close_soon() -> None:
+        await anyio.sleep(0.3)
+        await session.aclose()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(close_soon)
+            with pytest.raises(RemoteAcpError) as caught:
+                await _started(session, tg)
+            tg.cancel_scope.cancel()
+    assert (caught.value.kind, caught.value.cause) == (ErrorKind.PORT_EXIT, Cause.CANCELLED)
+    assert caught.value.message == "the session was closed while its agent was starting"
+    (pid,) = target.pids
+    assert not alive(pid)
 
 
 async def test_session_close_that_never_answers_is_bounded(workspace: str, caplog: pytest.LogCaptureFixture) -> None:

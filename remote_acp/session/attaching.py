@@ -24,6 +24,7 @@ from .capabilities import Capability, CapabilityRecord
 from .connection import AgentConnection
 from .handshake import Handshake
 from .state import SessionInfo
+from .teardown import stop_started_after_close
 
 if TYPE_CHECKING:
     from .handle import SessionHandle
@@ -62,6 +63,8 @@ async def attach(state: SessionState, plan: Plan, tg: anyio.abc.TaskGroup, handl
     state.measurement = Measurement(spec.argv, allowed=False, log=state.log)
     async with target.start_slot():
         state.process = process = await spec.starter(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+        if state.closing:  # closed while it started: the session's teardown has run without it
+            await stop_started_after_close(process)
         process.watch_link(state.inbox)
         state.log.bind(pid=process.pid)
         state.normalizer.pid = process.pid

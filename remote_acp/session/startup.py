@@ -32,7 +32,7 @@ from .filesystem import FileServer, file_access
 from .handshake import Handshake, close_method, method_ids
 from .remote_rules import rules_for
 from .state import SessionInfo
-from .teardown import stop_agent
+from .teardown import stop_agent, stop_started_after_close
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -150,6 +150,8 @@ async def _start_agent(
     async with state.target.start_slot():  # a host's limit on connection attempts in progress
         start = spec.starter or AgentProcess.start
         state.process = process = await start(spec, stderr_tail_bytes=options.stderr_tail_bytes)
+        if state.closing:  # closed while it started: the session's teardown has run without it
+            await stop_started_after_close(process)
         process.watch_link(state.inbox)
         state.log.bind(pid=process.pid)
         state.normalizer.pid = process.pid

@@ -22,13 +22,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import anyio
+import anyio.lowlevel
+
+from ..errors import Cause, ErrorKind, RemoteAcpError
 
 if TYPE_CHECKING:
     from ..logs import ContextLogger
     from ..targets.agent_end import AgentEnd
     from .connection import AgentConnection
 
-__all__ = ["AFTER_KILL_S", "ProtocolClose", "stop_agent"]
+__all__ = ["AFTER_KILL_S", "ProtocolClose", "stop_agent", "stop_started_after_close"]
 
 AFTER_KILL_S: Final = 1.0
 """How long, after the SIGKILL, the pipes may take to reach end of stream and the process to be
@@ -111,6 +114,27 @@ async def _stop(
     with anyio.move_on_after(min(drain_s, max(0.0, after_kill - time.monotonic()))):
         await process.stderr_eof.wait()
         await process.exited.wait()
+
+
+async def stop_started_after_close(process: AgentEnd) -> None:
+    """Stop an agent whose start ended after its session was closed, and say so.
+
+    A start is shielded (a started agent must reach a teardown), so a session closed meanwhile
+    (its caller cancelled, or ``aclose`` from another task) has already run its teardown with no
+    agent to stop, and no other will come: the agent's tree is killed here, with no connection
+    to it yet. A cancelled caller then gets its cancellation; any other gets the error.
+
+    :raises RemoteAcpError: ``port_exit``, cause ``cancelled``.
+    """
+    with anyio.CancelScope(shield=True):
+        await process.kill(bound_s=AFTER_KILL_S)
+        process.close_stdout()
+        process.reap()
+        process.release()
+    await anyio.lowlevel.checkpoint()
+    raise RemoteAcpError(
+        ErrorKind.PORT_EXIT, "the session was closed while its agent was starting", cause=Cause.CANCELLED
+    )
 
 
 async def _close_through_protocol(
