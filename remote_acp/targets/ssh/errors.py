@@ -24,7 +24,7 @@ from hostinv.causes import ssh_words
 
 from ...errors import Cause, ErrorFacts, ErrorKind, RemoteAcpError, bounded_fact
 from .loader import EXIT_INCOMPLETE, INCOMPLETE_MARK
-from .relay.attach import ATTACHED_MARK, END_MARK, REFUSED_MARK
+from .relay.attach import is_relay_line
 from .script import (
     AT_CAPACITY_MARK,
     EXIT_AT_CAPACITY,
@@ -53,7 +53,6 @@ _ROUTINE: Final = re.compile(
     r"|Killed by signal \d+\.$)"
 )
 # Lines that are no reason either: the routine ones, and the frame of ssh's host-key warning.
-_RELAY_LINES: Final = (f"{ATTACHED_MARK} ", f"{END_MARK} ", f"{REFUSED_MARK} ")
 _CHATTER: Final = re.compile(rf"^(?:{_ROUTINE.pattern}|@|  remove with:)")
 
 
@@ -86,7 +85,7 @@ def ssh_reason(stderr: str) -> str:
     """ssh's (or the login's) last line that explains something, or ``""`` (a relay's own lines
     explain nothing: the agent's stderr it reports before its end does)."""
     for line in reversed(_lines(stderr)):
-        if not _CHATTER.match(line) and not line.startswith(_RELAY_LINES):
+        if not _CHATTER.match(line) and not is_relay_line(line):
             return line.removeprefix("ssh: ")
     return ""
 

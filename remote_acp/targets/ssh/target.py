@@ -96,7 +96,7 @@ from .destination import Destination, parse_destination
 from .errors import is_ssh_chatter, ssh_exit_error, ssh_ready_error
 from .loader import BOOTSTRAP, stdin_prefix
 from .ready_marker import ReadyMarker
-from .relay.attach import ATTACHED_MARK, END_MARK, REFUSED_MARK
+from .relay.attach import is_relay_line
 from .relay.login import attach_login_script
 from .relay_starter import RelayStarter
 from .relink import Relink, SessionRef
@@ -322,12 +322,9 @@ class SshTarget:
         return _shown(error, whole, stderr)
 
 
-_RELAY_LINES: Final = (ATTACHED_MARK, END_MARK, REFUSED_MARK)
-
-
 def _relayed_chatter(line: str) -> bool:
     """ssh's chatter, and the relay's own lines (its end report), kept out of what is shown."""
-    return is_ssh_chatter(line) or line.startswith(_RELAY_LINES)
+    return is_ssh_chatter(line) or is_relay_line(line)
 
 
 def _whole(stderr: str) -> str:

@@ -55,6 +55,7 @@ __all__ = [
     "attach_body",
     "attach_prelude",
     "attach_script",
+    "is_relay_line",
 ]
 
 PING_S: Final = 2
@@ -74,6 +75,13 @@ REFUSED_MARK: Final = "RA-REFUSED"
 END_MARK: Final = "RA-END"
 AGENT_LINE: Final = "agent: "
 """What begins each line of the agent's stderr the end report is preceded by."""
+
+
+def is_relay_line(line: str) -> bool:
+    """Whether a line of an attachment's stderr is the relay's own (its header, refusal or end
+    report): no reason for a person, and kept out of what is shown."""
+    return line.startswith((ATTACHED_MARK, END_MARK, REFUSED_MARK))
+
 
 _ATTACH = r"""
 _ra_refuse() { printf '%s %s\n' __REFUSED__ "$2"; exit "$1"; }

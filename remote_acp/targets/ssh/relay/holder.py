@@ -149,7 +149,7 @@ _ra_targets() {
 _ra_kill_tree() {
   _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
   kill -TERM $_ra_set 2>/dev/null
-  _ra_now; _ra_until=$((_ra_t + __GRACE_TENTHS__ * 10))
+  _ra_now; _ra_until=$((_ra_t + __GRACE_HUNDREDTHS__))
   while :; do
     sleep 0.1
     _ra_set=$(_ra_targets); [ -n "$_ra_set" ] || return 0
@@ -277,7 +277,7 @@ def relay_script(*, window_s: int, grace_s: int = 3, segment: int = DEFAULT_SEGM
     values = {
         "__SILENT__": str(SILENT_S),
         "__WINDOW__": str(window_s),
-        "__GRACE_TENTHS__": str(10 * grace_s),
+        "__GRACE_HUNDREDTHS__": str(100 * grace_s),
         "__SEGMENT__": str(segment),
         "__BOUND__": str(bound),
         "__ERR_READ__": str(AGENT_ERR_KEPT + 1),  # one byte more than shown: see the attach step
